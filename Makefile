@@ -1,0 +1,38 @@
+# stockguard: `make help` lists the targets.
+
+GO            ?= go
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+MOCKERY       ?= $(GO) run github.com/vektra/mockery/v3@v3.7.0
+TEST_FLAGS    ?= -race -count=1 -timeout 15m
+BENCH         ?= .
+BENCH_FLAGS   ?= -run '^$$' -benchtime 3000x -count 3
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: test
+test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set).
+	$(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: ## Run the benchmarks (pkg/lock against a private redis-server when on the PATH).
+	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
+
+.PHONY: lint
+lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: mocks
+mocks: ## Regenerate the mockery mocks (settings in .mockery.yml).
+	$(MOCKERY)
+
+.PHONY: fmt
+fmt: ## Format the code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: tidy
+tidy: ## Tidy go.mod and go.sum.
+	$(GO) mod tidy

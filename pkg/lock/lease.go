@@ -1,0 +1,78 @@
+package lock
+
+import (
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+)
+
+// lease is one lock held in Redis: one redislock.Lock over one or more resources,
+// with the fencing tokens reserved for them. A single-resource lease can pass from
+// one local holder to the next (a cohort); it then serves the next token of its
+// block to each of them.
+type lease struct {
+	lk    *redislock.Lock
+	names []string
+
+	mu         sync.Mutex
+	renewedAt  time.Time // when the last successful obtain or refresh was sent
+	validUntil time.Time // renewedAt + TTL - drift: the lease is ours until then
+	lost       bool      // the watchdog found it gone, or it ran out
+	next       []int64   // next token per name
+	top        []int64   // last token of the reserved block per name
+	handoffs   int       // consecutive local holders after the first
+}
+
+func newLease(lk *redislock.Lock, names []string, sentAt time.Time, validity time.Duration, tops []int64, block int64) *lease {
+	l := &lease{lk: lk, names: names, renewedAt: sentAt, validUntil: sentAt.Add(validity), top: tops}
+	l.next = make([]int64, len(tops))
+	for i, t := range tops {
+		l.next[i] = t - block + 1
+	}
+	return l
+}
+
+// value is what the lock keys hold while the lease is ours.
+func (l *lease) value() string { return l.lk.Token() + l.lk.Metadata() }
+
+// take hands out the next token for every name, or reports that the lease cannot
+// serve another holder: it is lost, about to end, or its token block is used up.
+func (l *lease) take(now time.Time, minLeft time.Duration) ([]int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost || l.validUntil.Sub(now) < minLeft {
+		return nil, false
+	}
+	out := make([]int64, len(l.next))
+	for i := range l.next {
+		if l.next[i] > l.top[i] {
+			return nil, false
+		}
+		out[i] = l.next[i]
+	}
+	for i := range l.next {
+		l.next[i]++
+	}
+	return out, true
+}
+
+func (l *lease) renewed(sentAt time.Time, validity time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lost {
+		l.renewedAt, l.validUntil = sentAt, sentAt.Add(validity)
+	}
+}
+
+func (l *lease) markLost() {
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+}
+
+func (l *lease) state() (renewedAt, validUntil time.Time, lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewedAt, l.validUntil, l.lost
+}

@@ -1,0 +1,227 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/pkg/lock"
+)
+
+// holdCheck detects overlapping holds of one resource and lost updates of a value
+// updated without atomicity, as a broken lock would show them.
+type holdCheck struct {
+	inside, overlaps, value atomic.Int64
+	lastToken               atomic.Int64
+	tokenDrops              atomic.Int64
+}
+
+func (h *holdCheck) hold(token int64) {
+	if h.inside.Add(1) != 1 {
+		h.overlaps.Add(1)
+	}
+	if token <= h.lastToken.Load() {
+		h.tokenDrops.Add(1)
+	}
+	h.lastToken.Store(token)
+	v := h.value.Load() // read, yield, write: updates are lost unless the lock holds
+	time.Sleep(0)
+	h.value.Store(v + 1)
+	h.inside.Add(-1)
+}
+
+func TestMutualExclusion(t *testing.T) {
+	env := testenv.NewRedis(t)
+	const clients, goroutines, rounds = 3, 16, 40
+	sets := [][]string{{"a"}, {"a", "b"}, {"b", "a"}, {"b"}, {"c", "a"}}
+	checks := map[string]*holdCheck{"a": {}, "b": {}, "c": {}}
+	want := map[string]int64{}
+
+	var cs []*lock.Client
+	for range clients {
+		cs = append(cs, newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 2 * time.Second, MaxHandoffs: 4}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*goroutines)
+	for i := range clients * goroutines {
+		names := sets[i%len(sets)]
+		for _, n := range names {
+			want[n] += rounds
+		}
+		wg.Go(func() {
+			for range rounds {
+				err := cs[i%clients].Do(ctx, names, func(_ context.Context, g *lock.Grant) error {
+					for _, n := range g.Names() {
+						checks[n].hold(g.Token(n))
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for n, h := range checks {
+		if h.value.Load() != want[n] || h.overlaps.Load() != 0 || h.tokenDrops.Load() != 0 {
+			t.Errorf("%s: value %d, want %d; %d overlapping holds; %d tokens not above the previous",
+				n, h.value.Load(), want[n], h.overlaps.Load(), h.tokenDrops.Load())
+		}
+	}
+}
+
+func TestHoldCheckSeesOverlap(t *testing.T) {
+	// The detector itself must be able to fail: two holds at once are counted.
+	var h holdCheck
+	h.inside.Add(1)
+	h.hold(1)
+	h.hold(1)
+	if h.overlaps.Load() != 2 || h.tokenDrops.Load() != 1 {
+		t.Fatalf("overlaps %d, token drops %d; want 2 and 1", h.overlaps.Load(), h.tokenDrops.Load())
+	}
+}
+
+func TestWatchdogKeepsLockPastTTL(t *testing.T) {
+	env := testenv.NewRedis(t)
+	const ttl = 300 * time.Millisecond
+	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl})
+	other, admin := redislock.New(env.Client(t)), env.Client(t)
+	key := lock.Keys{Namespace: env.Namespace}.Lock("w")
+	ctx := context.Background()
+
+	warm(t, c) // so the leak check below sees only what Do itself starts
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	err := c.Do(ctx, []string{"w"}, func(ctx context.Context, _ *lock.Grant) error {
+		start := time.Now()
+		tick := time.NewTicker(ttl / 10)
+		defer tick.Stop()
+		for time.Since(start) < 3*ttl { // the work: three leases long
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-tick.C:
+			}
+			if _, err := other.Obtain(ctx, key, ttl, nil); !errors.Is(err, redislock.ErrNotObtained) {
+				return fmt.Errorf("another client obtained the lock at %s: %v", time.Since(start), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := admin.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("lock key still exists after the call")
+	}
+}
+
+// warm makes one uncontended and one contended call, so that the release
+// subscription and the connection pools exist before a leak check snapshot.
+func warm(t *testing.T, c *lock.Client) {
+	t.Helper()
+	ctx := context.Background()
+	held := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Do(ctx, []string{"warm"}, func(context.Context, *lock.Grant) error { close(held); return nil })
+	}()
+	<-held
+	if err := c.Do(ctx, []string{"warm"}, func(context.Context, *lock.Grant) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLeaseLostCancelsBeforeLeaseEnds(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	faults := []struct {
+		name   string
+		inject func(t *testing.T, srv *testenv.RedisServer, admin *redis.Client, key string) (undo func())
+	}{
+		{"key deleted", func(t *testing.T, _ *testenv.RedisServer, admin *redis.Client, key string) func() {
+			mustDo(t, admin.Del(context.Background(), key).Err())
+			return func() {}
+		}},
+		{"PEXPIRE 1", func(t *testing.T, _ *testenv.RedisServer, admin *redis.Client, key string) func() {
+			mustDo(t, admin.PExpire(context.Background(), key, time.Millisecond).Err())
+			return func() {}
+		}},
+		{"server stopped (SIGSTOP)", func(_ *testing.T, srv *testenv.RedisServer, _ *redis.Client, _ string) func() {
+			srv.Pause()
+			return srv.Resume
+		}},
+		{"server stalled (DEBUG SLEEP)", func(_ *testing.T, _ *testenv.RedisServer, admin *redis.Client, _ string) func() {
+			done := make(chan struct{})
+			go func() { defer close(done); admin.Do(context.Background(), "DEBUG", "SLEEP", "1.5") }()
+			return func() { <-done }
+		}},
+		{"server killed", func(_ *testing.T, srv *testenv.RedisServer, _ *redis.Client, _ string) func() {
+			srv.Kill()
+			return func() {}
+		}},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			srv := testenv.StartRedisServer(t)
+			env := testenv.NewRedisAt(t, srv.Addr)
+			m := lock.NewMetrics("test")
+			c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
+			admin := env.Client(t)
+			key := lock.Keys{Namespace: env.Namespace}.Lock("x")
+
+			warm(t, c)
+			before := time.Now() // the lease cannot end before before+ttl
+			var cancelledAt time.Time
+			var cause error
+			var undo func()
+			err := c.Do(context.Background(), []string{"x"}, func(ctx context.Context, _ *lock.Grant) error {
+				undo = f.inject(t, srv, admin, key)
+				select {
+				case <-ctx.Done():
+					cancelledAt, cause = time.Now(), context.Cause(ctx)
+					return ctx.Err()
+				case <-time.After(2 * ttl):
+					return errors.New("the function was not cancelled within two leases")
+				}
+			})
+			undo()
+			if !errors.Is(cause, lock.ErrLeaseLost) || !errors.Is(err, lock.ErrLeaseLost) {
+				t.Fatalf("cause %v, Do's error %v; want both to wrap ErrLeaseLost", cause, err)
+			}
+			if end := before.Add(ttl); !cancelledAt.Before(end) {
+				t.Fatalf("cancelled %s after the lease ended", cancelledAt.Sub(end))
+			}
+			if got := metricValue(t, m, "test_lock_leases_lost_total", nil); got != 1 {
+				t.Fatalf("leases lost metric %v, want 1", got)
+			}
+			t.Logf("cancelled %s after the call, cause: %v", cancelledAt.Sub(before).Round(time.Millisecond), cause)
+		})
+	}
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,137 @@
+package lock
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus collectors of a Client. Create them with NewMetrics,
+// pass them in Options.Metrics and register them once with a registry; several
+// Clients may share one Metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	acquisitions *prometheus.CounterVec
+	failures     *prometheus.CounterVec
+	contended    prometheus.Counter
+	waiting      prometheus.Gauge
+	handoffs     *prometheus.CounterVec
+	attempts     *prometheus.CounterVec
+	wakeups      *prometheus.CounterVec
+	wait         prometheus.Histogram
+	hold         prometheus.Histogram
+	renewals     *prometheus.CounterVec
+	leasesLost   prometheus.Counter
+}
+
+var _ prometheus.Collector = (*Metrics)(nil)
+
+// NewMetrics returns the collectors, their names prefixed with namespace
+// (for example "stockguard" gives stockguard_lock_acquisitions_total).
+func NewMetrics(namespace string) *Metrics {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: namespace, Subsystem: "lock", Name: name, Help: help}
+	}
+	buckets := prometheus.ExponentialBuckets(0.0001, 2.5, 12) // 100µs .. ~6s
+	return &Metrics{
+		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts(opts("acquisitions_total",
+			"Grants, by how the lease was had: redis (obtained) or handoff (passed on locally).")), []string{"how"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts(opts("failures_total",
+			"Calls that got no grant, by reason: timeout (the caller's context ended) or error.")), []string{"reason"}),
+		contended: prometheus.NewCounter(prometheus.CounterOpts(opts("contended_total",
+			"Grants that had to wait for another holder, in this process or another."))),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts(opts("waiting",
+			"Callers acquiring now: queued locally, waiting for Redis or obtaining."))),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts(opts("handoffs_total",
+			"Leases passed on to the next local holder, by result: ok, or refused (the lease was no longer ours).")), []string{"result"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts(opts("obtain_attempts_total",
+			"Attempts to obtain a lease in Redis, by result: ok, busy or error.")), []string{"result"}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts(opts("wakeups_total",
+			"Retries of a waiting caller, by cause: release (announced) or poll (safety net).")), []string{"cause"}),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "lock",
+			Name: "wait_seconds", Help: "Time from the call to the grant.", Buckets: buckets}),
+		hold: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "lock",
+			Name: "hold_seconds", Help: "Time the caller's function held the grant.", Buckets: buckets}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts(opts("renewals_total",
+			"Watchdog renewals, by result: ok, lost (the lock was gone) or error (Redis failed).")), []string{"result"}),
+		leasesLost: prometheus.NewCounter(prometheus.CounterOpts(opts("leases_lost_total",
+			"Grants whose lease was lost while the function ran; its context was cancelled."))),
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.acquisitions, m.failures, m.contended, m.waiting, m.handoffs, m.attempts, m.wakeups,
+		m.wait, m.hold, m.renewals, m.leasesLost}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func (m *Metrics) granted(how string, waited bool, wait time.Duration) {
+	if m == nil {
+		return
+	}
+	m.acquisitions.WithLabelValues(how).Inc()
+	if waited {
+		m.contended.Inc()
+	}
+	m.wait.Observe(wait.Seconds())
+}
+
+func (m *Metrics) failed(reason string) {
+	if m != nil {
+		m.failures.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) attempt(result string) {
+	if m != nil {
+		m.attempts.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) wakeup(cause string) {
+	if m != nil {
+		m.wakeups.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) held(d time.Duration) {
+	if m != nil {
+		m.hold.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) renewal(result string) {
+	if m != nil {
+		m.renewals.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) lost() {
+	if m != nil {
+		m.leasesLost.Inc()
+	}
+}
+
+func (m *Metrics) waiters(delta float64) {
+	if m != nil {
+		m.waiting.Add(delta)
+	}
+}
+
+func (m *Metrics) handoff(result string) {
+	if m != nil {
+		m.handoffs.WithLabelValues(result).Inc()
+	}
+}

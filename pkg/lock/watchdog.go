@@ -1,0 +1,135 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+)
+
+// watchdog keeps the leases of one grant alive while the caller's function runs.
+// It renews each lease every RenewEvery; when a renewal finds the lock gone, or no
+// renewal succeeds before the lease would end, it cancels the function's context
+// with a cause wrapping ErrLeaseLost. Unlike Redisson's, it neither only logs a
+// failed renewal nor outlives the call: stop waits for its goroutine.
+type watchdog struct {
+	c      *Client
+	leases []*lease
+	cancel context.CancelCauseFunc
+	expiry *time.Timer
+	ctx    context.Context // ends renewals in flight when the function returns
+	quit   context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (c *Client) startWatchdog(cancel context.CancelCauseFunc, leases []*lease) *watchdog {
+	wd := &watchdog{c: c, leases: leases, cancel: cancel, done: make(chan struct{})}
+	wd.ctx, wd.quit = context.WithCancel(context.Background())
+	wd.expiry = time.AfterFunc(time.Until(wd.earliestEnd()), func() {
+		wd.lose("not renewed before the lease ran out")
+	})
+	go wd.loop()
+	return wd
+}
+
+// stop ends the watchdog and waits for it. A renewal in flight is abandoned through
+// its context (go-redis honours it with ContextTimeoutEnabled).
+func (wd *watchdog) stop() {
+	wd.expiry.Stop()
+	wd.quit()
+	<-wd.done
+}
+
+func (wd *watchdog) loop() {
+	defer close(wd.done)
+	ctx := wd.ctx
+	retry := make(map[*lease]time.Time) // leases whose last renewal failed: when to try again
+	timer := time.NewTimer(time.Until(wd.nextDue(retry)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		for _, l := range wd.leases {
+			due := wd.due(l, retry)
+			if time.Now().Before(due) {
+				continue
+			}
+			switch err := wd.renew(ctx, l); {
+			case err == nil:
+				delete(retry, l)
+				wd.expiry.Reset(time.Until(wd.earliestEnd()))
+			case errors.Is(err, redislock.ErrNotObtained):
+				wd.c.opt.Metrics.renewal("lost")
+				wd.lose("the lock is held by another owner or gone")
+				return
+			case ctx.Err() != nil:
+				return
+			default: // Redis slow or unreachable: try again soon; expiry cancels if it never works
+				wd.c.opt.Metrics.renewal("error")
+				retry[l] = time.Now().Add(wd.c.opt.RenewEvery / 8)
+			}
+		}
+		timer.Reset(time.Until(wd.nextDue(retry)))
+	}
+}
+
+func (wd *watchdog) renew(ctx context.Context, l *lease) error {
+	_, validUntil, lost := l.state()
+	if lost {
+		return redislock.ErrNotObtained
+	}
+	ctx, cancel := context.WithDeadline(ctx, validUntil)
+	defer cancel()
+	sent := time.Now()
+	if err := l.lk.Refresh(ctx, wd.c.opt.TTL, nil); err != nil {
+		return err
+	}
+	l.renewed(sent, wd.c.validity())
+	wd.c.opt.Metrics.renewal("ok")
+	return nil
+}
+
+func (wd *watchdog) lose(reason string) {
+	wd.once.Do(func() {
+		for _, l := range wd.leases {
+			l.markLost()
+		}
+		wd.c.opt.Metrics.lost()
+		wd.cancel(fmt.Errorf("%w: %s", ErrLeaseLost, reason))
+	})
+}
+
+func (wd *watchdog) due(l *lease, retry map[*lease]time.Time) time.Time {
+	if t, ok := retry[l]; ok {
+		return t
+	}
+	renewedAt, _, _ := l.state()
+	return renewedAt.Add(wd.c.opt.RenewEvery)
+}
+
+func (wd *watchdog) nextDue(retry map[*lease]time.Time) time.Time {
+	next := wd.due(wd.leases[0], retry)
+	for _, l := range wd.leases[1:] {
+		if d := wd.due(l, retry); d.Before(next) {
+			next = d
+		}
+	}
+	return next
+}
+
+func (wd *watchdog) earliestEnd() time.Time {
+	_, end, _ := wd.leases[0].state()
+	for _, l := range wd.leases[1:] {
+		if _, e, _ := l.state(); e.Before(end) {
+			end = e
+		}
+	}
+	return end
+}
