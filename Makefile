@@ -5,7 +5,7 @@ GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 MOCKERY       ?= $(GO) run github.com/vektra/mockery/v3@v3.7.0
 TEST_FLAGS    ?= -race -count=1 -timeout 15m
 BENCH         ?= .
-BENCH_FLAGS   ?= -run '^$$' -benchtime 3000x -count 3
+BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 
 .DEFAULT_GOAL := help
 

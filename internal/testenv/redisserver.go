@@ -42,14 +42,14 @@ func StartRedisServer(t testing.TB) *RedisServer {
 
 func (s *RedisServer) start(t testing.TB) {
 	t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--enable-debug-command", "yes",
 		"--logfile", "")
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -95,10 +95,10 @@ func (s *RedisServer) String() string { return fmt.Sprintf("redis-server %s", s.
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }

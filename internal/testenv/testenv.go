@@ -77,7 +77,7 @@ func (r *Redis) cleanup(t testing.TB) {
 	defer cancel()
 	opt := *r.opt
 	c := redis.NewClient(&opt)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	// Keys are named {<namespace>:<name>}:..., or start with the namespace.
 	for _, pattern := range []string{"{" + r.Namespace + ":*", r.Namespace + "*"} {
 		iter := c.Scan(ctx, 0, pattern, 500).Iterator()

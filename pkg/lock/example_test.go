@@ -32,7 +32,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer locks.Close()
+	defer func() { _ = locks.Close() }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // the wait budget
 	defer cancel()
@@ -52,7 +52,7 @@ func ExampleClient_Do_multipleResources() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	locks, _ := lock.New(rdb, nil)
-	defer locks.Close()
+	defer func() { _ = locks.Close() }()
 
 	// Names are sorted and de-duplicated, so two orders over the same SKUs never
 	// deadlock whatever order their lines are in.
@@ -67,7 +67,7 @@ func ExampleClient_Do_leaseLost() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	locks, _ := lock.New(rdb, &lock.Options{TTL: 300 * time.Millisecond})
-	defer locks.Close()
+	defer func() { _ = locks.Close() }()
 
 	err := locks.Do(context.Background(), []string{"A-1"}, func(ctx context.Context, _ *lock.Grant) error {
 		rdb.Del(ctx, lock.Keys{}.Lock("A-1")) // someone removes the lock
@@ -86,7 +86,7 @@ func ExampleNewMetrics() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics)
 	locks, _ := lock.New(rdb, &lock.Options{Metrics: metrics})
-	defer locks.Close()
+	defer func() { _ = locks.Close() }()
 
 	_ = locks.Do(context.Background(), []string{"A-1"}, func(context.Context, *lock.Grant) error { return nil })
 	families, _ := reg.Gather()

@@ -64,7 +64,7 @@ func TestReleaseNeverRemovesAnotherHoldersLock(t *testing.T) {
 func TestHolderWhoseLeaseEndedGivesNoToken(t *testing.T) {
 	env := testenv.NewRedis(t)
 	m := lock.NewMetrics("a")
-	a := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second, Metrics: m})
+	a := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second, Metrics: m, HandoffCheck: -1})
 	b := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second})
 	admin := env.Client(t)
 	key := lock.Keys{Namespace: env.Namespace}.Lock("r")
@@ -85,7 +85,7 @@ func TestHolderWhoseLeaseEndedGivesNoToken(t *testing.T) {
 				return nil
 			})
 		}()
-		waitFor(t, ctx, func() bool { return metricValue(t, m, "a_lock_waiting", nil) == 1 }) // A2 is queued
+		waitFor(ctx, t, func() bool { return metricValue(t, m, "a_lock_waiting", nil) == 1 }) // A2 is queued
 		mustDo(t, admin.Del(ctx, key).Err())                                                  // A's lease is gone; A does not know yet
 		go func() {
 			bErr <- b.Do(ctx, []string{"r"}, func(_ context.Context, g *lock.Grant) error {
@@ -165,7 +165,7 @@ func TestWaiterIsWokenByReleaseNotPoll(t *testing.T) {
 			bGot <- b.Do(ctx, []string{"r"}, func(context.Context, *lock.Grant) error { return nil })
 		}()
 		// Release only once B has found the lock busy and is waiting.
-		waitFor(t, ctx, func() bool {
+		waitFor(ctx, t, func() bool {
 			return metricValue(t, slow.Metrics, "b_lock_obtain_attempts_total", map[string]string{"result": "busy"}) > 0
 		})
 		return nil
@@ -231,7 +231,7 @@ func TestMultiResourceGrantIsAllOrNothing(t *testing.T) {
 			})
 		}()
 		// While B waits for y, it must hold nothing: x is free to take.
-		waitFor(t, ctx, func() bool {
+		waitFor(ctx, t, func() bool {
 			lk, err := admin.Obtain(ctx, keys.Lock("x"), time.Second, nil)
 			if err != nil {
 				return false
@@ -270,7 +270,7 @@ func TestNewRejectsOptionsThatCannotWork(t *testing.T) {
 }
 
 // waitFor waits until cond holds, checking it every few milliseconds until ctx ends.
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
+func waitFor(ctx context.Context, t *testing.T, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()

@@ -18,6 +18,7 @@ type lease struct {
 	mu         sync.Mutex
 	renewedAt  time.Time // when the last successful obtain or refresh was sent
 	validUntil time.Time // renewedAt + TTL - drift: the lease is ours until then
+	checkedAt  time.Time // when Redis last confirmed the lease: obtain, refresh or check
 	lost       bool      // the watchdog found it gone, or it ran out
 	next       []int64   // next token per name
 	top        []int64   // last token of the reserved block per name
@@ -25,7 +26,7 @@ type lease struct {
 }
 
 func newLease(lk *redislock.Lock, names []string, sentAt time.Time, validity time.Duration, tops []int64, block int64) *lease {
-	l := &lease{lk: lk, names: names, renewedAt: sentAt, validUntil: sentAt.Add(validity), top: tops}
+	l := &lease{lk: lk, names: names, renewedAt: sentAt, validUntil: sentAt.Add(validity), checkedAt: sentAt, top: tops}
 	l.next = make([]int64, len(tops))
 	for i, t := range tops {
 		l.next[i] = t - block + 1
@@ -62,7 +63,26 @@ func (l *lease) renewed(sentAt time.Time, validity time.Duration) {
 	defer l.mu.Unlock()
 	if !l.lost {
 		l.renewedAt, l.validUntil = sentAt, sentAt.Add(validity)
+		if sentAt.After(l.checkedAt) {
+			l.checkedAt = sentAt
+		}
 	}
+}
+
+// checked records that Redis confirmed the lease is ours at sentAt.
+func (l *lease) checked(sentAt time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lost && sentAt.After(l.checkedAt) {
+		l.checkedAt = sentAt
+	}
+}
+
+// checkedWithin reports whether Redis confirmed the lease less than d ago.
+func (l *lease) checkedWithin(now time.Time, d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.lost && now.Sub(l.checkedAt) < d
 }
 
 func (l *lease) markLost() {

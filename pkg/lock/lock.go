@@ -48,6 +48,13 @@ type Options struct {
 	// message). Defaults 10ms and 500ms.
 	MinPoll, MaxPoll time.Duration
 
+	// HandoffCheck: a lease passed on locally is checked in Redis (one GET) before
+	// the next holder gets a token, unless Redis confirmed it (obtain, renewal or an
+	// earlier check) less than HandoffCheck ago. Default 1ms; a negative value checks
+	// at every handoff. Either way the store's fence check is what refuses a holder
+	// whose lease was lost; this bounds how stale a local holder's belief can be.
+	HandoffCheck time.Duration
+
 	// HandoffYield is how long a waiter holds back after its process gave the lease
 	// up at MaxHandoffs, unless a release wakes it first. Default 1ms.
 	HandoffYield time.Duration
@@ -81,6 +88,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if opt.MaxPoll == 0 {
 		opt.MaxPoll = max(opt.MinPoll, 500*time.Millisecond)
+	}
+	if opt.HandoffCheck == 0 {
+		opt.HandoffCheck = time.Millisecond
 	}
 	if opt.HandoffYield == 0 {
 		opt.HandoffYield = time.Millisecond
@@ -180,7 +190,7 @@ func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Con
 		how = "handoff"
 	}
 	c.opt.Metrics.granted(how, g.waited, time.Since(start))
-	defer c.finish(g)
+	defer c.finish(ctx, g)
 	return c.run(ctx, g, fn)
 }
 
@@ -208,7 +218,7 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 			g.leaseOf[i] = h.lease
 		}
 		if err != nil {
-			c.abandon(g, i+btoi(granted))
+			c.abandon(ctx, g, i+btoi(granted))
 			return nil, fmt.Errorf("%w: %w", ErrNotObtained, err)
 		}
 		g.waited = g.waited || waited
@@ -229,7 +239,7 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 				continue
 			}
 		} else if l != nil {
-			c.releaseLease(l)
+			c.releaseLease(ctx, l)
 		}
 		g.leaseOf[i] = nil
 		missing = append(missing, name)
@@ -241,13 +251,13 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 	for _, group := range c.groups(missing) {
 		l, err := c.obtain(ctx, group, g.yield)
 		if err != nil {
-			c.abandon(g, len(names))
+			c.abandon(ctx, g, len(names))
 			return nil, err
 		}
 		toks, ok := l.take(time.Now(), 0)
 		if !ok { // the obtain took longer than the lease: nothing is held
-			c.releaseLease(l)
-			c.abandon(g, len(names))
+			c.releaseLease(ctx, l)
+			c.abandon(ctx, g, len(names))
 			return nil, fmt.Errorf("%w: obtained too late", ErrLeaseLost)
 		}
 		for j, name := range group {
@@ -259,21 +269,27 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 }
 
 // takeHandedOff serves the next token of a lease the previous local holder passed
-// on, after checking in Redis that the lease is still ours: a token goes only to
-// the current holder. A lease that fails the check is dropped (released if it
+// on, after checking in Redis that the lease is still ours unless Redis confirmed
+// it within HandoffCheck. A lease that fails the check is dropped (released if it
 // might still be ours).
 func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int64, bool) {
-	if toks, ok := l.take(time.Now(), c.minLeft()); ok {
+	now := time.Now()
+	if toks, ok := l.take(now, c.minLeft()); ok {
+		if l.checkedWithin(now, c.opt.HandoffCheck) {
+			c.opt.Metrics.handoff("ok")
+			return toks[0], true
+		}
 		opCtx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 		v, err := c.rdb.Get(opCtx, c.opt.Keys.Lock(name)).Result()
 		cancel()
 		if err == nil && v == l.value() {
+			l.checked(now)
 			c.opt.Metrics.handoff("ok")
 			return toks[0], true
 		}
 	}
 	c.opt.Metrics.handoff("refused")
-	c.releaseLease(l) // token-checked: deletes nothing that is not ours
+	c.releaseLease(ctx, l) // token-checked: deletes nothing that is not ours
 	return 0, false
 }
 
@@ -349,7 +365,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 		if errors.Is(err, redis.Nil) { // gone already: the TTL is shorter than a round trip
 			return nil, redislock.ErrNotObtained
 		}
-		c.releaseLease(&lease{lk: lk, names: names})
+		c.releaseLease(ctx, &lease{lk: lk, names: names})
 		return nil, fmt.Errorf("lock: fence: %w", err)
 	}
 	return newLease(lk, names, sent, c.validity(), tops, block), nil
@@ -358,7 +374,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 // finish passes every slot of g on: a single-resource lease goes to the next local
 // waiter while the handoff bound and the lease allow; otherwise the lease is
 // released in Redis (and announced) before the slot moves on.
-func (c *Client) finish(g *Grant) {
+func (c *Client) finish(ctx context.Context, g *Grant) {
 	released := make(map[*lease]bool)
 	for i, name := range g.names {
 		l := g.leaseOf[i]
@@ -369,7 +385,7 @@ func (c *Client) finish(g *Grant) {
 		if l != nil && !released[l] {
 			_, _, lost := l.state()
 			yield = !lost && l.handoffs >= c.opt.MaxHandoffs && c.opt.MaxHandoffs > 0
-			c.releaseLease(l)
+			c.releaseLease(ctx, l)
 			released[l] = true
 		}
 		c.slots.pass(name, handoff{yield: yield})
@@ -377,9 +393,9 @@ func (c *Client) finish(g *Grant) {
 }
 
 // abandon gives up the first n slots of a grant that could not be completed.
-func (c *Client) abandon(g *Grant, n int) {
+func (c *Client) abandon(ctx context.Context, g *Grant, n int) {
 	g.names, g.leaseOf = g.names[:n], g.leaseOf[:n]
-	c.finish(g)
+	c.finish(ctx, g)
 }
 
 func (c *Client) canHandOff(l *lease) bool {
@@ -392,8 +408,8 @@ func (c *Client) canHandOff(l *lease) bool {
 
 // releaseLease deletes the lock keys that are still ours and announces the release.
 // It runs even when the caller's context has ended, under its own deadline.
-func (c *Client) releaseLease(l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opt.OpTimeout)
+func (c *Client) releaseLease(ctx context.Context, l *lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opt.OpTimeout)
 	defer cancel()
 	keys := make([]string, len(l.names))
 	args := make([]any, 0, 2+len(l.names))

@@ -120,7 +120,7 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 			case <-tick.C:
 			}
 			if _, err := other.Obtain(ctx, key, ttl, nil); !errors.Is(err, redislock.ErrNotObtained) {
-				return fmt.Errorf("another client obtained the lock at %s: %v", time.Since(start), err)
+				return fmt.Errorf("another client obtained the lock at %s: %w", time.Since(start), err)
 			}
 		}
 		return nil
