@@ -13,6 +13,10 @@ BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+.PHONY: demo
+demo: ## Run the demo on embedded defaults: oversell shown, then prevented.
+	$(GO) run ./cmd/demo
+
 .PHONY: test
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set).
 	$(GO) test $(TEST_FLAGS) ./...
@@ -26,8 +30,8 @@ lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: mocks
-mocks: ## Regenerate the mockery mocks (settings in .mockery.yml).
-	$(MOCKERY)
+mocks: ## Regenerate the mockery mocks (settings and packages in .mockery.yml).
+	@if grep -q '^packages: {}' .mockery.yml; then echo "mocks: no packages listed in .mockery.yml"; else $(MOCKERY); fi
 
 .PHONY: fmt
 fmt: ## Format the code.

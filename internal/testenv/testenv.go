@@ -18,6 +18,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// go-redis logs its reconnection attempts; tests that kill servers on purpose
+// would drown their own output in them.
+func init() { redis.SetLogger(quiet{}) }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // RequireReal reports whether the run must use real services (CI).
 func RequireReal() bool { return os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1" }
 
@@ -53,12 +61,11 @@ func NewRedis(t testing.TB) *Redis {
 	return r
 }
 
-// NewRedisAt is NewRedis on a given server, a private one for example.
+// NewRedisAt is NewRedis on a private server (StartRedisServer), which goes away
+// with its keys when the test ends.
 func NewRedisAt(t testing.TB, addr string) *Redis {
 	t.Helper()
-	r := &Redis{Namespace: "t" + RandomID(), opt: &redis.Options{Addr: addr}}
-	t.Cleanup(func() { r.cleanup(t) })
-	return r
+	return &Redis{Namespace: "t" + RandomID(), opt: &redis.Options{Addr: addr}}
 }
 
 // Client returns a new client with its own connection pool, as a separate replica

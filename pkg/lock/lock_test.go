@@ -99,38 +99,76 @@ func TestHoldCheckSeesOverlap(t *testing.T) {
 }
 
 func TestWatchdogKeepsLockPastTTL(t *testing.T) {
-	env := testenv.NewRedis(t)
 	const ttl = 300 * time.Millisecond
-	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl})
-	other, admin := redislock.New(env.Client(t)), env.Client(t)
-	key := lock.Keys{Namespace: env.Namespace}.Lock("w")
-	ctx := context.Background()
-
-	warm(t, c) // so the leak check below sees only what Do itself starts
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	err := c.Do(ctx, []string{"w"}, func(ctx context.Context, _ *lock.Grant) error {
-		start := time.Now()
-		tick := time.NewTicker(ttl / 10)
-		defer tick.Stop()
-		for time.Since(start) < 3*ttl { // the work: three leases long
-			select {
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			case <-tick.C:
+	// holdLong is the work: three leases long, while another client keeps trying to
+	// obtain the lock and must fail every time.
+	holdLong := func(other *redislock.Client, key string) func(context.Context, *lock.Grant) error {
+		return func(ctx context.Context, _ *lock.Grant) error {
+			start := time.Now()
+			tick := time.NewTicker(ttl / 10)
+			defer tick.Stop()
+			for time.Since(start) < 3*ttl {
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-tick.C:
+				}
+				if _, err := other.Obtain(ctx, key, ttl, nil); !errors.Is(err, redislock.ErrNotObtained) {
+					return fmt.Errorf("another client obtained the lock at %s: %w", time.Since(start), err)
+				}
 			}
-			if _, err := other.Obtain(ctx, key, ttl, nil); !errors.Is(err, redislock.ErrNotObtained) {
-				return fmt.Errorf("another client obtained the lock at %s: %w", time.Since(start), err)
-			}
+			return nil
 		}
-		return nil
+	}
+
+	t.Run("first holder", func(t *testing.T) {
+		env := testenv.NewRedis(t)
+		c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl})
+		other, admin := redislock.New(env.Client(t)), env.Client(t)
+		key := lock.Keys{Namespace: env.Namespace}.Lock("w")
+		ctx := context.Background()
+
+		warm(t, c) // so the leak check below sees only what Do itself starts
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		if err := c.Do(ctx, []string{"w"}, holdLong(other, key)); err != nil {
+			t.Fatal(err)
+		}
+		if n := admin.Exists(ctx, key).Val(); n != 0 {
+			t.Fatalf("lock key still exists after the call")
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := admin.Exists(ctx, key).Val(); n != 0 {
-		t.Fatalf("lock key still exists after the call")
-	}
+
+	t.Run("holder the lease was handed to", func(t *testing.T) {
+		env := testenv.NewRedis(t)
+		m := lock.NewMetrics("w")
+		c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
+		other, admin := redislock.New(env.Client(t)), env.Client(t)
+		key := lock.Keys{Namespace: env.Namespace}.Lock("w")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+
+		warm(t, c)
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		handoffs := func() float64 {
+			return metricValue(t, m, "w_lock_handoffs_total", map[string]string{"result": "ok"})
+		}
+		before := handoffs()
+		second := make(chan error, 1)
+		err := c.Do(ctx, []string{"w"}, func(context.Context, *lock.Grant) error {
+			go func() { second <- c.Do(ctx, []string{"w"}, holdLong(other, key)) }()
+			waitFor(ctx, t, func() bool { return metricValue(t, m, "w_lock_waiting", nil) == 1 })
+			return nil
+		})
+		if err := errors.Join(err, <-second); err != nil {
+			t.Fatal(err)
+		}
+		if got := handoffs() - before; got != 1 {
+			t.Fatalf("%v handoffs, want 1: the second holder did not get the lease from the first", got)
+		}
+		if n := admin.Exists(ctx, key).Val(); n != 0 {
+			t.Fatalf("lock key still exists after the calls")
+		}
+	})
 }
 
 // warm makes one uncontended and one contended call, so that the release
@@ -190,6 +228,7 @@ func TestLeaseLostCancelsBeforeLeaseEnds(t *testing.T) {
 			key := lock.Keys{Namespace: env.Namespace}.Lock("x")
 
 			warm(t, c)
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			before := time.Now() // the lease cannot end before before+ttl
 			var cancelledAt time.Time
 			var cause error
