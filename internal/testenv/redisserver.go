@@ -95,7 +95,7 @@ func (s *RedisServer) String() string { return fmt.Sprintf("redis-server %s", s.
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
