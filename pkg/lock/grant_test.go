@@ -254,6 +254,7 @@ func TestNewRejectsOptionsThatCannotWork(t *testing.T) {
 	for _, o := range []lock.Options{
 		{TTL: time.Millisecond},
 		{TTL: time.Second, RenewEvery: time.Second},
+		{TTL: time.Second, RenewEvery: 980 * time.Millisecond}, // no time left to retry a renewal
 		{TTL: time.Second, MinPoll: time.Second, MaxPoll: time.Millisecond},
 	} {
 		if _, err := lock.New(env.Client(t), &o); !errors.Is(err, lock.ErrInvalidOptions) {

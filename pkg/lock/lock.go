@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -31,7 +33,8 @@ type Options struct {
 	// and so how long a crashed holder blocks its resource. Default 10s.
 	TTL time.Duration
 
-	// RenewEvery is the watchdog's period. Default TTL/3, as Redisson does.
+	// RenewEvery is the watchdog's period: at most TTL/2. Default TTL/3, as
+	// Redisson does.
 	RenewEvery time.Duration
 
 	// OpTimeout bounds every Redis call but the watchdog's, whose deadline is the
@@ -58,6 +61,10 @@ type Options struct {
 	// HandoffYield is how long a waiter holds back after its process gave the lease
 	// up at MaxHandoffs, unless a release wakes it first. Default 1ms.
 	HandoffYield time.Duration
+
+	// Wait, when set, bounds how long Do waits for a grant, on top of the caller's
+	// context; the function itself runs under the caller's context only.
+	Wait time.Duration
 
 	// Keys names the Redis keys. Default namespace "sku".
 	Keys Keys
@@ -98,9 +105,9 @@ func (o *Options) withDefaults() (Options, error) {
 	switch {
 	case opt.TTL < 10*time.Millisecond:
 		return opt, fmt.Errorf("%w: TTL %s is under 10ms", ErrInvalidOptions, opt.TTL)
-	case opt.RenewEvery < 0 || opt.RenewEvery >= opt.TTL:
-		return opt, fmt.Errorf("%w: RenewEvery %s must be between 0 and TTL", ErrInvalidOptions, opt.RenewEvery)
-	case opt.OpTimeout < 0 || opt.MinPoll < 0 || opt.MaxPoll < opt.MinPoll || opt.HandoffYield < 0:
+	case opt.RenewEvery < 0 || opt.RenewEvery > opt.TTL/2:
+		return opt, fmt.Errorf("%w: RenewEvery %s must be between 0 and TTL/2, so a failed renewal can be retried", ErrInvalidOptions, opt.RenewEvery)
+	case opt.OpTimeout < 0 || opt.MinPoll < 0 || opt.MaxPoll < opt.MinPoll || opt.HandoffYield < 0 || opt.Wait < 0:
 		return opt, fmt.Errorf("%w: negative duration or MaxPoll under MinPoll", ErrInvalidOptions)
 	}
 	return opt, nil
@@ -129,7 +136,7 @@ func New(rdb redis.UniversalClient, opt *Options) (*Client, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
 	return &Client{
 		rdb: rdb, rl: redislock.New(rdb), opt: o, cluster: cluster,
-		wake: waker{rdb: rdb, channel: o.Keys.Channel()},
+		wake: waker{rdb: rdb, channel: o.Keys.Channel(), timeout: o.OpTimeout},
 	}, nil
 }
 
@@ -174,9 +181,14 @@ func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Con
 		return err
 	}
 	start := time.Now()
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if c.opt.Wait > 0 {
+		actx, cancel = context.WithTimeout(ctx, c.opt.Wait)
+	}
 	c.opt.Metrics.waiters(1)
-	g, err := c.acquire(ctx, names)
+	g, err := c.acquire(actx, names)
 	c.opt.Metrics.waiters(-1)
+	cancel()
 	if err != nil {
 		if errors.Is(err, ErrNotObtained) {
 			c.opt.Metrics.failed("timeout")
@@ -195,9 +207,18 @@ func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Con
 }
 
 func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Grant) error) error {
+	leases := distinct(g.leaseOf)
+	if !time.Now().Before(earliestEnd(leases)) {
+		for _, l := range leases {
+			l.markLost()
+		}
+		c.opt.Metrics.lost()
+		return fmt.Errorf("%w: the lease ran out before the work could start", ErrLeaseLost)
+	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	wd := c.startWatchdog(cancel, distinct(g.leaseOf))
+	wd := c.startWatchdog(cancel, leases)
+	defer wd.stop() // deferred: a panicking fn must not leave the watchdog behind
 	start := time.Now()
 	err := fn(fctx, g)
 	c.opt.Metrics.held(time.Since(start))
@@ -248,6 +269,7 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 		return g, nil
 	}
 	g.handoff = false
+	var last *lease
 	for _, group := range c.groups(missing) {
 		l, err := c.obtain(ctx, group, g.yield)
 		if err != nil {
@@ -264,8 +286,33 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 			i := indexOf(names, name)
 			g.leaseOf[i], g.tokens[i] = l, toks[j]
 		}
+		last = l
+	}
+	// No watchdog ran for the leases held while later ones were awaited: renew
+	// them now, or give up rather than run the work on a lease that may be gone.
+	for _, l := range distinct(g.leaseOf) {
+		if l == last {
+			continue
+		}
+		if err := c.renew(ctx, l); err != nil {
+			l.markLost()
+			c.abandon(ctx, g, len(names))
+			return nil, fmt.Errorf("%w: %w", ErrLeaseLost, err)
+		}
 	}
 	return g, nil
+}
+
+// renew extends a lease by TTL, confirming it is still ours.
+func (c *Client) renew(ctx context.Context, l *lease) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
+	defer cancel()
+	sent := time.Now()
+	if err := l.lk.Refresh(ctx, c.opt.TTL, nil); err != nil {
+		return err
+	}
+	l.renewed(sent, c.validity())
+	return nil
 }
 
 // takeHandedOff serves the next token of a lease the previous local holder passed
@@ -351,9 +398,18 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 		keys[i] = c.opt.Keys.Lock(n)
 		fence = append(fence, keys[i], c.opt.Keys.Fence(n))
 	}
-	sent := time.Now()
-	lk, err := c.rl.ObtainMulti(ctx, keys, c.opt.TTL, nil)
+	token, err := randomToken()
 	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	lk, err := c.rl.ObtainMulti(ctx, keys, c.opt.TTL, &redislock.Options{Token: token})
+	if err != nil {
+		if !errors.Is(err, redislock.ErrNotObtained) {
+			// The SET may have been applied before the call failed (a timeout): undo
+			// it with the token we chose, or the resource stays locked for a TTL.
+			c.releaseValue(ctx, names, token)
+		}
 		return nil, fmt.Errorf("lock: obtain: %w", err)
 	}
 	block := int64(1)
@@ -365,7 +421,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 		if errors.Is(err, redis.Nil) { // gone already: the TTL is shorter than a round trip
 			return nil, redislock.ErrNotObtained
 		}
-		c.releaseLease(ctx, &lease{lk: lk, names: names})
+		c.releaseValue(ctx, names, lk.Token()+lk.Metadata())
 		return nil, fmt.Errorf("lock: fence: %w", err)
 	}
 	return newLease(lk, names, sent, c.validity(), tops, block), nil
@@ -409,18 +465,31 @@ func (c *Client) canHandOff(l *lease) bool {
 // releaseLease deletes the lock keys that are still ours and announces the release.
 // It runs even when the caller's context has ended, under its own deadline.
 func (c *Client) releaseLease(ctx context.Context, l *lease) {
+	l.markLost()
+	c.releaseValue(ctx, l.names, l.value())
+}
+
+func (c *Client) releaseValue(ctx context.Context, names []string, value string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opt.OpTimeout)
 	defer cancel()
-	keys := make([]string, len(l.names))
-	args := make([]any, 0, 2+len(l.names))
-	args = append(args, l.value(), c.opt.Keys.Channel())
-	for i, n := range l.names {
+	keys := make([]string, len(names))
+	args := make([]any, 0, 2+len(names))
+	args = append(args, value, c.opt.Keys.Channel())
+	for i, n := range names {
 		keys[i] = c.opt.Keys.Lock(n)
 		args = append(args, n)
 	}
 	// An error leaves the keys to expire with their TTL; nothing else can be done.
 	_ = releaseScript.Run(ctx, c.rdb, keys, args...).Err()
-	l.markLost()
+}
+
+// randomToken is a lock value as redislock makes them: 16 random bytes, base64.
+func randomToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := crand.Read(b); err != nil {
+		return "", fmt.Errorf("lock: token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // groups splits sorted names into the lease groups to obtain in order: all of them

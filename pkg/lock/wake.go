@@ -3,8 +3,8 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,6 +15,9 @@ import (
 type waker struct {
 	rdb     redis.UniversalClient
 	channel string
+	timeout time.Duration // for the first subscribe
+
+	subMu sync.Mutex // one subscribe at a time, outside mu
 
 	mu       sync.Mutex
 	ps       *redis.PubSub
@@ -31,23 +34,15 @@ type watch struct {
 
 var errClosed = errors.New("lock: client closed")
 
-// watch subscribes on first use and registers interest in names. Registering before
-// trying to obtain means a release that lands between a failed try and the wait is
-// not missed.
+// watch registers interest in names, and subscribes on first use. Registering
+// before trying to obtain means a release that lands between a failed try and the
+// wait is not missed. A subscription that cannot be made now is tried again by the
+// next waiter; meanwhile waiting falls back to the poll.
 func (w *waker) watch(ctx context.Context, names []string) (*watch, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.closed {
+		w.mu.Unlock()
 		return nil, errClosed
-	}
-	if w.ps == nil {
-		ps := w.rdb.Subscribe(ctx, w.channel)
-		if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
-			_ = ps.Close()
-			return nil, fmt.Errorf("lock: subscribe: %w", err)
-		}
-		w.ps, w.done = ps, make(chan struct{})
-		go w.loop(ps.Channel(), w.done)
 	}
 	if w.watchers == nil {
 		w.watchers = make(map[string]map[*watch]struct{})
@@ -61,7 +56,38 @@ func (w *waker) watch(ctx context.Context, names []string) (*watch, error) {
 		}
 		set[wt] = struct{}{}
 	}
+	subscribed := w.ps != nil
+	w.mu.Unlock()
+	if !subscribed {
+		w.subscribe(ctx)
+	}
 	return wt, nil
+}
+
+func (w *waker) subscribe(ctx context.Context) {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	w.mu.Lock()
+	done := w.ps != nil || w.closed
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	ps := w.rdb.Subscribe(ctx, w.channel)
+	if _, err := ps.ReceiveTimeout(ctx, w.timeout); err != nil { // the confirmation
+		_ = ps.Close()
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		_ = ps.Close()
+		return
+	}
+	w.ps, w.done = ps, make(chan struct{})
+	go w.loop(ps.Channel(), w.done)
 }
 
 func (w *waker) unwatch(wt *watch) {

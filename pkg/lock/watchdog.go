@@ -23,7 +23,10 @@ type watchdog struct {
 	ctx    context.Context // ends renewals in flight when the function returns
 	quit   context.CancelFunc
 	done   chan struct{}
-	once   sync.Once
+
+	mu      sync.Mutex
+	stopped bool // after stop, a late expiry must not touch the leases
+	lost    bool
 }
 
 func (c *Client) startWatchdog(cancel context.CancelCauseFunc, leases []*lease) *watchdog {
@@ -39,9 +42,12 @@ func (c *Client) startWatchdog(cancel context.CancelCauseFunc, leases []*lease) 
 // stop ends the watchdog and waits for it. A renewal in flight is abandoned through
 // its context (go-redis honours it with ContextTimeoutEnabled).
 func (wd *watchdog) stop() {
-	wd.expiry.Stop()
 	wd.quit()
-	<-wd.done
+	<-wd.done // no renewal can re-arm the expiry after this
+	wd.expiry.Stop()
+	wd.mu.Lock()
+	wd.stopped = true
+	wd.mu.Unlock()
 }
 
 func (wd *watchdog) loop() {
@@ -97,13 +103,17 @@ func (wd *watchdog) renew(ctx context.Context, l *lease) error {
 }
 
 func (wd *watchdog) lose(reason string) {
-	wd.once.Do(func() {
-		for _, l := range wd.leases {
-			l.markLost()
-		}
-		wd.c.opt.Metrics.lost()
-		wd.cancel(fmt.Errorf("%w: %s", ErrLeaseLost, reason))
-	})
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	if wd.stopped || wd.lost {
+		return
+	}
+	wd.lost = true
+	for _, l := range wd.leases {
+		l.markLost()
+	}
+	wd.c.opt.Metrics.lost()
+	wd.cancel(fmt.Errorf("%w: %s", ErrLeaseLost, reason))
 }
 
 func (wd *watchdog) due(l *lease, retry map[*lease]time.Time) time.Time {
@@ -124,9 +134,11 @@ func (wd *watchdog) nextDue(retry map[*lease]time.Time) time.Time {
 	return next
 }
 
-func (wd *watchdog) earliestEnd() time.Time {
-	_, end, _ := wd.leases[0].state()
-	for _, l := range wd.leases[1:] {
+func (wd *watchdog) earliestEnd() time.Time { return earliestEnd(wd.leases) }
+
+func earliestEnd(leases []*lease) time.Time {
+	_, end, _ := leases[0].state()
+	for _, l := range leases[1:] {
 		if _, e, _ := l.state(); e.Before(end) {
 			end = e
 		}
