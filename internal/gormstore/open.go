@@ -1,0 +1,109 @@
+// Package gormstore is stockguard's database, through GORM: PostgreSQL first,
+// MySQL/MariaDB and SQLite too. It implements orders.Store: guarded, fenced
+// decrements, orders, the stock ledger and idempotency records, with versioned
+// migrations.
+package gormstore
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// ErrUnsupportedURL is returned for a DATABASE_URL of an unknown kind.
+var ErrUnsupportedURL = errors.New("unsupported database url")
+
+// Open connects to a DATABASE_URL: postgres://..., mysql://user:pass@host:3306/db
+// or sqlite:<path>. It does not migrate.
+func Open(databaseURL string) (*gorm.DB, error) {
+	dialector, err := dialectorFor(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := gorm.Open(dialector, &gorm.Config{
+		Logger:                 logger.Discard,
+		TranslateError:         true, // duplicate keys as gorm.ErrDuplicatedKey on every dialect
+		SkipDefaultTransaction: true, // our writes choose their transactions
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if db.Dialector.Name() == "sqlite" {
+		// One writer at a time is SQLite's rule; a single connection per process
+		// avoids busy errors between this process's own transactions.
+		sqlDB.SetMaxOpenConns(1)
+	} else {
+		sqlDB.SetMaxOpenConns(32)
+		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetConnMaxLifetime(30 * time.Minute)
+	}
+	return db, nil
+}
+
+func dialectorFor(raw string) (gorm.Dialector, error) {
+	switch {
+	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
+		return postgres.Open(raw), nil
+	case strings.HasPrefix(raw, "mysql://"):
+		dsn, err := mysqlDSN(raw)
+		if err != nil {
+			return nil, err
+		}
+		return mysql.Open(dsn), nil
+	case strings.HasPrefix(raw, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "//")
+		if path == "" {
+			return nil, fmt.Errorf("%w: sqlite: needs a path", ErrUnsupportedURL)
+		}
+		// WAL lets readers run beside the writer; an immediate transaction takes the
+		// write lock at BEGIN, so two processes never deadlock upgrading a read
+		// lock; the busy timeout makes the other processes wait instead of failing.
+		return sqlite.Open(path + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_foreign_keys=on"), nil
+	default:
+		return nil, fmt.Errorf("%w: %q (want postgres://, mysql:// or sqlite:<path>)", ErrUnsupportedURL, redact(raw))
+	}
+}
+
+// mysqlDSN turns mysql://user:pass@host:port/db?params into the driver's DSN.
+func mysqlDSN(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("mysql url: %w", err)
+	}
+	q := u.Query()
+	q.Set("parseTime", "true")
+	q.Set("loc", "UTC")
+	if !q.Has("timeout") {
+		q.Set("timeout", "5s")
+	}
+	user := u.User.Username()
+	if p, ok := u.User.Password(); ok {
+		user += ":" + p
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += ":3306"
+	}
+	return fmt.Sprintf("%s@tcp(%s)/%s?%s", user, host, strings.TrimPrefix(u.Path, "/"), q.Encode()), nil
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,217 @@
+package gormstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/testenv"
+)
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newStore(t *testing.T, kind string) (*gormstore.Store, *clock) {
+	t.Helper()
+	db, err := gormstore.Open(testenv.NewDatabase(t, kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for range 3 { // replicas starting at once
+		wg.Go(func() {
+			_, err := gormstore.Migrate(context.Background(), db)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := gormstore.Migrate(context.Background(), db); err != nil || n != 0 {
+		t.Fatalf("migrating again applied %d (%v), want 0", n, err)
+	}
+	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	return gormstore.New(db, c.now, 10*time.Second), c
+}
+
+func order(id string, items ...orders.Item) orders.Order {
+	return orders.Order{ID: id, Status: orders.StatusPlaced, Items: items, CreatedAt: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+}
+
+func TestStore(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Run("place, refuse, cancel", func(t *testing.T) { testPlace(t, kind) })
+			t.Run("fencing", func(t *testing.T) { testFencing(t, kind) })
+			t.Run("idempotency", func(t *testing.T) { testIdempotency(t, kind) })
+		})
+	}
+}
+
+func testPlace(t *testing.T, kind string) {
+	s, _ := newStore(t, kind)
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 5, 1)
+	mustRestock(t, s, "B-2", 1, 1)
+
+	after, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 2}, orders.Item{SKU: "B-2", Quantity: 1}), orders.Fences{"A-1": 2, "B-2": 2}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after["A-1"] != 3 || after["B-2"] != 0 {
+		t.Fatalf("after %v, want A-1 3, B-2 0", after)
+	}
+
+	// Short on B-2 and on an unknown SKU: refused whole, naming both, nothing written.
+	_, err = s.Place(ctx, order("o2", orders.Item{SKU: "A-1", Quantity: 1}, orders.Item{SKU: "B-2", Quantity: 1}, orders.Item{SKU: "C-3", Quantity: 1}),
+		orders.Fences{"A-1": 3, "B-2": 3, "C-3": 3}, "")
+	var short *orders.InsufficientStockError
+	if !errors.As(err, &short) || len(short.SKUs) != 2 || short.SKUs[0] != "B-2" || short.SKUs[1] != "C-3" {
+		t.Fatalf("got %v, want insufficient stock for B-2 and C-3", err)
+	}
+	if _, err := s.Order(ctx, "o2"); !errors.Is(err, orders.ErrNotFound) {
+		t.Fatalf("refused order stored: %v", err)
+	}
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5})
+
+	o, after, err := s.Cancel(ctx, "o1", orders.Fences{"A-1": 4, "B-2": 4}, time.Now())
+	if err != nil || o.Status != orders.StatusCancelled || o.CancelledAt == nil || after["B-2"] != 1 {
+		t.Fatalf("cancel: %+v %v %v", o, after, err)
+	}
+	if _, _, err := s.Cancel(ctx, "o1", orders.Fences{"A-1": 5, "B-2": 5}, time.Now()); !errors.Is(err, orders.ErrAlreadyCancelled) {
+		t.Fatalf("second cancel: %v, want ErrAlreadyCancelled", err)
+	}
+	if _, _, err := s.Cancel(ctx, "nope", nil, time.Now()); !errors.Is(err, orders.ErrNotFound) {
+		t.Fatalf("unknown cancel: %v, want ErrNotFound", err)
+	}
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 5, Sold: 0, Stocked: 5})
+
+	// The database's own guard: available never goes below zero, lock or not.
+	if err := s.DB().Exec("UPDATE skus SET available = -1 WHERE sku = 'A-1'").Error; err == nil {
+		t.Fatal("the CHECK constraint let available go negative")
+	}
+	audit := mustAudit(t, s)
+	if !audit.Consistent || audit.Oversold != 0 || len(audit.SKUs) != 2 {
+		t.Fatalf("audit %+v", audit)
+	}
+}
+
+func testFencing(t *testing.T, kind string) {
+	s, _ := newStore(t, kind)
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 10, 100)
+	_, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 99}, "")
+	var stale *orders.StaleFenceError
+	if !errors.As(err, &stale) || stale.Token != 99 || stale.Last != 100 {
+		t.Fatalf("got %v, want a stale fence (99 after 100)", err)
+	}
+	if _, err := s.Place(ctx, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 100}, ""); err != nil {
+		t.Fatalf("the same token again: %v", err)
+	}
+	if _, err := s.Place(ctx, order("o3", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 150}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Restock(ctx, "A-1", 1, 120); !errors.Is(err, orders.ErrStaleFence) {
+		t.Fatalf("restock under an old token: %v, want ErrStaleFence", err)
+	}
+	if _, _, err := s.Cancel(ctx, "o3", orders.Fences{"A-1": 149}, time.Now()); !errors.Is(err, orders.ErrStaleFence) {
+		t.Fatalf("cancel under an old token: %v, want ErrStaleFence", err)
+	}
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 8, Sold: 2, Stocked: 10})
+}
+
+func testIdempotency(t *testing.T, kind string) {
+	s, clk := newStore(t, kind)
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 1, 1)
+
+	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", time.Minute); out != nil || err != nil {
+		t.Fatalf("first claim: %v %v", out, err)
+	}
+	if _, err := s.ClaimIdempotency(ctx, "k1", "h1", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
+		t.Fatalf("claim while running: %v", err)
+	}
+	if _, err := s.ClaimIdempotency(ctx, "k1", "h2", time.Minute); !errors.Is(err, orders.ErrIdempotencyMismatch) {
+		t.Fatalf("claim with another body: %v", err)
+	}
+	if _, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 2}, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", time.Minute); err != nil || out == nil || out.OrderID != "o1" {
+		t.Fatalf("replay: %+v %v, want order o1", out, err)
+	}
+
+	// A refusal is replayed too.
+	if _, err := s.ClaimIdempotency(ctx, "k2", "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleIdempotency(ctx, "k2", orders.Outcome{ShortSKUs: []string{"B", "A"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.ClaimIdempotency(ctx, "k2", "h", time.Minute); err != nil || out == nil || len(out.ShortSKUs) != 2 || out.ShortSKUs[0] != "A" {
+		t.Fatalf("replayed refusal: %+v %v", out, err)
+	}
+
+	// A released claim runs anew; a stale one is taken over, once.
+	if _, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseIdempotency(ctx, "k3"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); out != nil || err != nil {
+		t.Fatalf("claim after release: %v %v", out, err)
+	}
+	clk.add(2 * time.Minute)
+	if out, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); out != nil || err != nil {
+		t.Fatalf("taking over a stale claim: %v %v", out, err)
+	}
+	if _, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
+		t.Fatalf("a fresh takeover must block the next: %v", err)
+	}
+}
+
+func mustRestock(t *testing.T, s *gormstore.Store, sku string, n, fence int64) {
+	t.Helper()
+	if _, err := s.Restock(context.Background(), sku, n, fence); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantStock(t *testing.T, s *gormstore.Store, want orders.Stock) {
+	t.Helper()
+	got, err := s.Stock(context.Background(), want.SKU)
+	if err != nil || got != want {
+		t.Fatalf("stock %+v (%v), want %+v", got, err, want)
+	}
+}
+
+func mustAudit(t *testing.T, s *gormstore.Store) orders.Audit {
+	t.Helper()
+	stocks, err := s.Stocks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orders.NewAudit(stocks)
+}

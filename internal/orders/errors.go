@@ -1,0 +1,57 @@
+package orders
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The error vocabulary of stockguard. Every layer wraps these (with %w), and the
+// HTTP layer maps them to statuses in one table.
+var (
+	ErrInvalid             = errors.New("invalid request")
+	ErrNotFound            = errors.New("not found")
+	ErrInsufficientStock   = errors.New("insufficient stock")
+	ErrAlreadyCancelled    = errors.New("order already cancelled")
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with another request")
+	ErrIdempotencyRunning  = errors.New("a request with this idempotency key is still running")
+	ErrBusy                = errors.New("the SKU lock could not be had in time")
+	ErrStaleFence          = errors.New("write refused: a newer lock holder has written")
+	ErrLeaseLost           = errors.New("the SKU lock was lost during the request")
+	ErrUnavailable         = errors.New("a backing service is unavailable")
+)
+
+// FieldError names one invalid field of a request.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists the invalid fields of a request. It matches ErrInvalid.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return fmt.Sprintf("%s: %s", ErrInvalid, strings.Join(parts, "; "))
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// InsufficientStockError names the SKUs an order asked more of than is available.
+// It matches ErrInsufficientStock.
+type InsufficientStockError struct {
+	SKUs []string
+}
+
+func (e *InsufficientStockError) Error() string {
+	return fmt.Sprintf("%s: %s", ErrInsufficientStock, strings.Join(e.SKUs, ", "))
+}
+
+// Is makes errors.Is(err, ErrInsufficientStock) true.
+func (e *InsufficientStockError) Is(target error) bool { return target == ErrInsufficientStock }

@@ -1,0 +1,54 @@
+package orders
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidSKU reports whether s is a SKU: 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'.
+func ValidSKU(s string) bool { return skuPattern.MatchString(s) }
+
+// Normalize validates the lines of an order and merges them per SKU, sorted by SKU.
+// It returns a *ValidationError naming every invalid field.
+func Normalize(items []Item) ([]Item, error) {
+	var errs []FieldError
+	switch {
+	case len(items) == 0:
+		errs = append(errs, FieldError{"items", "an order needs at least one line"})
+	case len(items) > MaxLines:
+		errs = append(errs, FieldError{"items", fmt.Sprintf("an order has at most %d lines", MaxLines)})
+	}
+	merged := make(map[string]int, len(items))
+	for i, it := range items {
+		if !ValidSKU(it.SKU) {
+			errs = append(errs, FieldError{fmt.Sprintf("items[%d].sku", i), "must match ^[A-Za-z0-9._-]{1,64}$"})
+		}
+		if it.Quantity < MinQuantity || it.Quantity > MaxQuantity {
+			errs = append(errs, FieldError{fmt.Sprintf("items[%d].quantity", i),
+				fmt.Sprintf("must be between %d and %d", MinQuantity, MaxQuantity)})
+		}
+		merged[it.SKU] += it.Quantity
+	}
+	if len(errs) > 0 {
+		return nil, &ValidationError{Fields: errs}
+	}
+	out := make([]Item, 0, len(merged))
+	for sku, q := range merged {
+		out = append(out, Item{SKU: sku, Quantity: q})
+	}
+	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.SKU, b.SKU) })
+	return out, nil
+}
+
+// SKUs returns the SKUs of merged items, in their (sorted) order.
+func SKUs(items []Item) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.SKU
+	}
+	return out
+}
