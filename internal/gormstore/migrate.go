@@ -31,7 +31,7 @@ func Migrate(ctx context.Context, db *gorm.DB) (int, error) {
 	defer cancel()
 	applied := 0
 	err := db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		if conn.Dialector.Name() == "sqlite" {
+		if conn.Name() == "sqlite" {
 			// An immediate transaction holds the write lock from BEGIN: the other
 			// processes wait for it, and DDL is transactional there.
 			return conn.Transaction(func(tx *gorm.DB) error {
@@ -87,7 +87,7 @@ func applyMigrations(conn *gorm.DB) (int, error) {
 
 func migrationLock(conn *gorm.DB) (func(), error) {
 	const key = 0x73746f636b // "stock"
-	switch conn.Dialector.Name() {
+	switch conn.Name() {
 	case "postgres":
 		if err := conn.Exec("SELECT pg_advisory_lock(?)", key).Error; err != nil {
 			return nil, fmt.Errorf("migration lock: %w", err)

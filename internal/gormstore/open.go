@@ -41,7 +41,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	if db.Dialector.Name() == "sqlite" {
+	if db.Name() == "sqlite" {
 		// One writer at a time is SQLite's rule; a single connection per process
 		// avoids busy errors between this process's own transactions.
 		sqlDB.SetMaxOpenConns(1)

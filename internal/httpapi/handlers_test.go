@@ -1,0 +1,234 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/mock"
+
+	"github.com/stockguard/stockguard/internal/httpapi"
+	"github.com/stockguard/stockguard/internal/httpapi/mocks"
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+const token = "s3cret"
+
+func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	ready := func(context.Context) error { return nil }
+	return httpapi.New(httpapi.Config{AdminToken: token}, m, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+type call struct {
+	method, path, body, contentType string
+	header                          map[string]string
+}
+
+func do(h http.Handler, c call) *httptest.ResponseRecorder {
+	req := httptest.NewRequestWithContext(context.Background(), c.method, c.path, strings.NewReader(c.body))
+	if c.contentType == "" && c.body != "" {
+		c.contentType = "application/json"
+	}
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func TestPlaceOrderAnswers(t *testing.T) {
+	order := orders.Order{ID: "o1", Status: orders.StatusPlaced, Items: []orders.Item{{SKU: "A-1", Quantity: 2}}}
+	tests := []struct {
+		name       string
+		body       string
+		header     map[string]string
+		result     orders.Placed
+		err        error
+		wantStatus int
+		wantType   string
+		check      func(t *testing.T, w *httptest.ResponseRecorder)
+	}{
+		{name: "created", body: `{"items":[{"sku":"A-1","quantity":2}]}`, result: orders.Placed{Order: order},
+			wantStatus: 201, check: func(t *testing.T, w *httptest.ResponseRecorder) {
+				if w.Header().Get("Location") != "/v1/orders/o1" {
+					t.Errorf("Location %q", w.Header().Get("Location"))
+				}
+			}},
+		{name: "replayed", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "k-1"},
+			result: orders.Placed{Order: order, Replayed: true}, wantStatus: 201,
+			check: func(t *testing.T, w *httptest.ResponseRecorder) {
+				if w.Header().Get("Idempotent-Replayed") != "true" {
+					t.Error("no Idempotent-Replayed header")
+				}
+			}},
+		{name: "short", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: &orders.InsufficientStockError{SKUs: []string{"A-1"}},
+			wantStatus: 409, wantType: "/problems/insufficient-stock", check: func(t *testing.T, w *httptest.ResponseRecorder) {
+				if !strings.Contains(w.Body.String(), `"skus":["A-1"]`) {
+					t.Errorf("body does not name the SKU: %s", w.Body)
+				}
+			}},
+		{name: "invalid values", body: `{"items":[{"sku":"A 1","quantity":0}]}`,
+			err:        &orders.ValidationError{Fields: []orders.FieldError{{Field: "items[0].sku", Message: "bad"}}},
+			wantStatus: 422, wantType: "/problems/invalid", check: func(t *testing.T, w *httptest.ResponseRecorder) {
+				if !strings.Contains(w.Body.String(), `"field":"items[0].sku"`) {
+					t.Errorf("body does not name the field: %s", w.Body)
+				}
+			}},
+		{name: "busy", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrBusy, wantStatus: 503, wantType: "/problems/busy",
+			check: func(t *testing.T, w *httptest.ResponseRecorder) {
+				if w.Header().Get("Retry-After") == "" {
+					t.Error("503 without Retry-After")
+				}
+			}},
+		{name: "idempotency key reused", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyMismatch, wantStatus: 422},
+		{name: "idempotency key running", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyRunning, wantStatus: 409},
+		{name: "backend down", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: errors.Join(orders.ErrUnavailable, errors.New("dial tcp 10.0.0.1:5432")),
+			wantStatus: 503, check: func(t *testing.T, w *httptest.ResponseRecorder) {
+				if strings.Contains(w.Body.String(), "10.0.0.1") {
+					t.Errorf("backend address leaked: %s", w.Body)
+				}
+			}},
+		{name: "unexpected error", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: errors.New("boom"), wantStatus: 500},
+		// Refused before the use case is called:
+		{name: "malformed", body: `{"items":[`, wantStatus: 400, wantType: "/problems/malformed-body"},
+		{name: "trailing data", body: `{"items":[]} {}`, wantStatus: 400},
+		{name: "unknown field", body: `{"items":[],"coupon":"x"}`, wantStatus: 400},
+		{name: "quantity as a string", body: `{"items":[{"sku":"A-1","quantity":"2"}]}`, wantStatus: 400},
+		{name: "too large", body: `{"items":[` + strings.Repeat(`{"sku":"A-1","quantity":1},`, 1000) + `]}`, wantStatus: 413},
+		{name: "not json", body: `items=1`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, wantStatus: 415},
+		{name: "bad idempotency key", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "a b"}, wantStatus: 422},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mocks.NewOrders(t)
+			if tc.result.Order.ID != "" || tc.err != nil {
+				m.EXPECT().Place(mock.Anything, mock.Anything).Return(tc.result, tc.err).Once()
+			}
+			w := do(newHandler(t, m), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header})
+			if w.Code != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.wantStatus, w.Body)
+			}
+			if w.Code >= 400 {
+				wantProblem(t, w, tc.wantStatus, tc.wantType)
+			}
+			if tc.check != nil {
+				tc.check(t, w)
+			}
+		})
+	}
+}
+
+func TestPlaceOrderPassesItemsAndKey(t *testing.T) {
+	m := mocks.NewOrders(t)
+	m.EXPECT().Place(mock.Anything, orders.PlaceRequest{
+		Items:          []orders.Item{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 0}, {SKU: "C", Quantity: 0}},
+		IdempotencyKey: "key-1",
+	}).Return(orders.Placed{}, &orders.ValidationError{}).Once()
+	// 1.5 and 1e9 are numbers, but not quantities: they reach validation as 0.
+	do(newHandler(t, m), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"},
+		body: `{"items":[{"sku":"B","quantity":1},{"sku":"A","quantity":1.5},{"sku":"C","quantity":1000000000}]}`})
+}
+
+func TestAdminRoutesNeedTheToken(t *testing.T) {
+	for _, tc := range []struct {
+		name, auth string
+		want       int
+	}{
+		{"no header", "", 401},
+		{"not bearer", "Basic " + token, 401},
+		{"wrong token", "Bearer nope", 403},
+		{"right token", "Bearer " + token, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mocks.NewOrders(t)
+			if tc.want == 200 {
+				m.EXPECT().Restock(mock.Anything, "A-1", int64(5)).Return(orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}, nil).Once()
+				m.EXPECT().Audit(mock.Anything).Return(orders.Audit{Consistent: true}, nil).Once()
+			}
+			h := newHandler(t, m)
+			hdr := map[string]string{}
+			if tc.auth != "" {
+				hdr["Authorization"] = tc.auth
+			}
+			for _, c := range []call{
+				{method: "POST", path: "/v1/skus/A-1/restock", body: `{"quantity":5}`, header: hdr},
+				{method: "GET", path: "/v1/audit", header: hdr},
+			} {
+				w := do(h, c)
+				if w.Code != tc.want {
+					t.Fatalf("%s %s: %d, want %d", c.method, c.path, w.Code, tc.want)
+				}
+				if tc.want >= 400 {
+					wantProblem(t, w, tc.want, "")
+				}
+			}
+		})
+	}
+}
+
+func TestReadRoutesAndFallbacks(t *testing.T) {
+	m := mocks.NewOrders(t)
+	m.EXPECT().Order(mock.Anything, "nope").Return(orders.Order{}, orders.ErrNotFound).Once()
+	m.EXPECT().Cancel(mock.Anything, "o1").Return(orders.Order{}, orders.ErrAlreadyCancelled).Once()
+	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5}, nil).Once()
+	m.EXPECT().Audit(mock.Anything).RunAndReturn(func(context.Context) (orders.Audit, error) { panic("kaboom") }).Maybe()
+	h := newHandler(t, m)
+	for _, tc := range []struct {
+		c    call
+		want int
+	}{
+		{call{method: "GET", path: "/v1/orders/nope"}, 404},
+		{call{method: "POST", path: "/v1/orders/o1/cancel"}, 409},
+		{call{method: "GET", path: "/v1/skus/A-1"}, 200},
+		{call{method: "GET", path: "/v1/nothing"}, 404},
+		{call{method: "DELETE", path: "/v1/orders"}, 405},
+		{call{method: "GET", path: "/healthz"}, 200},
+		{call{method: "GET", path: "/readyz"}, 200},
+		{call{method: "GET", path: "/metrics"}, 200},
+		{call{method: "GET", path: "/v1/audit", header: map[string]string{"Authorization": "Bearer " + token}}, 500},
+	} {
+		w := do(h, tc.c)
+		if w.Code != tc.want {
+			t.Errorf("%s %s: %d, want %d (%s)", tc.c.method, tc.c.path, w.Code, tc.want, w.Body)
+		}
+		if tc.want >= 400 {
+			wantProblem(t, w, tc.want, "")
+		}
+		if tc.want == 500 && strings.Contains(w.Body.String(), "kaboom") {
+			t.Errorf("panic value reached the client: %s", w.Body)
+		}
+	}
+}
+
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) {
+	t.Helper()
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("not a problem document: %v: %s", err, w.Body)
+	}
+	if p.Status != status || p.Title == "" || (typ != "" && p.Type != typ) {
+		t.Errorf("problem %+v, want status %d type %q", p, status, typ)
+	}
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// Errors of the HTTP layer itself; the domain's are in package orders.
+var (
+	errBadJSON      = errors.New("malformed request body")
+	errTooLarge     = errors.New("request body too large")
+	errMediaType    = errors.New("request body must be application/json")
+	errUnauthorized = errors.New("missing admin token")
+	errForbidden    = errors.New("wrong admin token")
+	errNoRoute      = errors.New("no such route")
+	errNoMethod     = errors.New("method not allowed on this route")
+	errPanic        = errors.New("internal error")
+)
+
+// statuses maps every error the API can answer with to its status, problem type
+// and title: the one place where errors become HTTP. The first match wins.
+var statuses = []struct {
+	err    error
+	status int
+	slug   string
+	title  string
+}{
+	{errBadJSON, http.StatusBadRequest, "malformed-body", "Malformed request body"},
+	{errTooLarge, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"},
+	{errMediaType, http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized", "Admin token required"},
+	{errForbidden, http.StatusForbidden, "forbidden", "Admin token refused"},
+	{errNoRoute, http.StatusNotFound, "no-route", "Not found"},
+	{errNoMethod, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+	{orders.ErrInvalid, http.StatusUnprocessableEntity, "invalid", "Invalid request"},
+	{orders.ErrIdempotencyMismatch, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with another request"},
+	{orders.ErrIdempotencyRunning, http.StatusConflict, "idempotency-key-running", "A request with this idempotency key is still running"},
+	{orders.ErrNotFound, http.StatusNotFound, "not-found", "Not found"},
+	{orders.ErrInsufficientStock, http.StatusConflict, "insufficient-stock", "Insufficient stock"},
+	{orders.ErrAlreadyCancelled, http.StatusConflict, "already-cancelled", "Order already cancelled"},
+	{orders.ErrBusy, http.StatusServiceUnavailable, "busy", "SKU busy: try again"},
+	{orders.ErrLeaseLost, http.StatusServiceUnavailable, "lease-lost", "Lock lost during the request: try again"},
+	{orders.ErrStaleFence, http.StatusServiceUnavailable, "stale-fence", "Write refused to a stale lock holder: try again"},
+	{orders.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "Service unavailable: try again"},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout", "Request deadline exceeded: try again"},
+}
+
+// problem is an RFC 9457 problem document, with the fields stockguard adds.
+type problem struct {
+	Type     string              `json:"type"`
+	Title    string              `json:"title"`
+	Status   int                 `json:"status"`
+	Detail   string              `json:"detail,omitempty"`
+	Instance string              `json:"instance,omitempty"`
+	Errors   []orders.FieldError `json:"errors,omitempty"` // invalid fields
+	SKUs     []string            `json:"skus,omitempty"`   // SKUs short of stock
+}
+
+// problem answers with err as problem+json and stops the handler chain.
+func (s *server) problem(c *gin.Context, err error) {
+	p := problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError, Instance: c.Request.URL.Path}
+	for _, st := range statuses {
+		if errors.Is(err, st.err) {
+			p.Type, p.Title, p.Status = "/problems/"+st.slug, st.title, st.status
+			p.Detail = err.Error()
+			break
+		}
+	}
+	var invalid *orders.ValidationError
+	if errors.As(err, &invalid) {
+		p.Errors = invalid.Fields
+	}
+	var short *orders.InsufficientStockError
+	if errors.As(err, &short) {
+		p.SKUs = short.SKUs
+		p.Detail = "not enough stock of " + strings.Join(short.SKUs, ", ")
+	}
+	switch p.Status {
+	case http.StatusInternalServerError:
+		s.log.ErrorContext(c.Request.Context(), "internal error", "err", err, "path", c.Request.URL.Path)
+	case http.StatusServiceUnavailable:
+		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
+		if errors.Is(err, orders.ErrUnavailable) {
+			p.Detail = "" // backend addresses and driver messages stay in the log
+			s.log.WarnContext(c.Request.Context(), "backend unavailable", "err", err)
+		}
+	}
+	if errors.Is(err, errUnauthorized) {
+		c.Header("WWW-Authenticate", `Bearer realm="stockguard admin"`)
+	}
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(p.Status, p)
+}

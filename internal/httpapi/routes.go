@@ -1,0 +1,20 @@
+package httpapi
+
+import "github.com/gin-gonic/gin"
+
+// routes lists every route of the API.
+func (s *server) routes(r *gin.Engine) {
+	r.POST("/v1/orders", s.placeOrder)
+	r.GET("/v1/orders/:id", s.getOrder)
+	r.POST("/v1/orders/:id/cancel", s.cancelOrder)
+	r.GET("/v1/skus/:sku", s.getSKU)
+	r.POST("/v1/skus/:sku/restock", s.admin, s.restock)
+	r.GET("/v1/audit", s.admin, s.audit)
+
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	r.GET("/metrics", gin.WrapH(s.metrics))
+
+	r.NoRoute(func(c *gin.Context) { s.problem(c, errNoRoute) })
+	r.NoMethod(func(c *gin.Context) { s.problem(c, errNoMethod) })
+}

@@ -1,0 +1,303 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/rediscache"
+	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/pkg/lock"
+)
+
+// counts is an Observer that counts.
+type counts struct {
+	placed, refused, fenceRejected, cacheRepaired atomic.Int64
+}
+
+func (c *counts) OrderPlaced()         { c.placed.Add(1) }
+func (c *counts) OrderRefused(string)  { c.refused.Add(1) }
+func (c *counts) FenceRejected(string) { c.fenceRejected.Add(1) }
+func (c *counts) CacheRepaired(string) { c.cacheRepaired.Add(1) }
+
+// replica is one process's worth of the service: its own database pool, Redis
+// pool and lock client.
+type replica struct {
+	svc   *orders.Service
+	store *gormstore.Store
+	cache *rediscache.Cache
+	obs   *counts
+}
+
+type world struct {
+	dbURL string
+	redis *testenv.Redis
+}
+
+func newWorld(t *testing.T, kind string) *world {
+	t.Helper()
+	w := &world{dbURL: testenv.NewDatabase(t, kind), redis: testenv.NewRedis(t)}
+	db, err := gormstore.Open(w.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gormstore.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	_ = sqlDB.Close()
+	return w
+}
+
+func (w *world) replica(t *testing.T, locker orders.Locker) *replica {
+	t.Helper()
+	db, err := gormstore.Open(w.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	rdb := w.redis.Client(t)
+	keys := lock.Keys{Namespace: w.redis.Namespace}
+	if locker == nil {
+		lc, err := lock.New(rdb, &lock.Options{TTL: 5 * time.Second, Wait: 20 * time.Second, Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lc.Close() })
+		locker = rediscache.NewLocker(lc)
+	}
+	r := &replica{store: gormstore.New(db, time.Now, 10*time.Second), cache: rediscache.NewCache(rdb, keys, time.Hour), obs: &counts{}}
+	r.svc = orders.NewService(orders.Config{}, r.store, r.cache, locker, r.obs, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	return r
+}
+
+func forEachDatabase(t *testing.T, fn func(t *testing.T, kind string)) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) { fn(t, kind) })
+	}
+}
+
+func TestConcurrentOrdersNeverOversell(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		w := newWorld(t, kind)
+		reps := []*replica{w.replica(t, nil), w.replica(t, nil), w.replica(t, nil)}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		stock := map[string]int64{"A": 60, "B": 20, "C": 5}
+		for sku, n := range stock {
+			if _, err := reps[0].svc.Restock(ctx, sku, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var accepted sync.Map // sku -> *atomic.Int64
+		for sku := range stock {
+			accepted.Store(sku, new(atomic.Int64))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 60)
+		for g := range 60 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(g), 7))
+				for range 6 {
+					items := []orders.Item{{SKU: "A", Quantity: 1 + rng.IntN(3)}}
+					if rng.IntN(3) == 0 {
+						items = append(items, orders.Item{SKU: []string{"B", "C"}[rng.IntN(2)], Quantity: 1 + rng.IntN(2)})
+					}
+					p, err := reps[g%3].svc.Place(ctx, orders.PlaceRequest{Items: items})
+					if errors.Is(err, orders.ErrInsufficientStock) {
+						continue
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, it := range p.Order.Items {
+						n, _ := accepted.Load(it.SKU)
+						n.(*atomic.Int64).Add(int64(it.Quantity))
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		audit, err := reps[0].svc.Audit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !audit.Consistent || audit.Oversold != 0 {
+			t.Fatalf("I1 broken: %+v", audit)
+		}
+		cached, err := reps[0].cache.Get(ctx, []string{"A", "B", "C"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range audit.SKUs {
+			n, _ := accepted.Load(s.SKU)
+			if got := n.(*atomic.Int64).Load(); got != s.Sold {
+				t.Errorf("%s: clients were told %d units were sold, the database says %d", s.SKU, got, s.Sold)
+			}
+			if c, ok := cached[s.SKU]; ok && c != s.Available { // I4: equal or absent
+				t.Errorf("%s: cache %d, database %d", s.SKU, c, s.Available)
+			}
+		}
+		if sold := audit.SKUs[0].Sold; sold != stock["A"] {
+			t.Errorf("A: sold %d of %d; the load should sell out the hot SKU", sold, stock["A"])
+		}
+	})
+}
+
+func TestCacheIsRepairedWhenTheDatabaseDisagrees(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		w := newWorld(t, kind)
+		r := w.replica(t, nil)
+		ctx := context.Background()
+		if _, err := r.svc.Restock(ctx, "A", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.cache.Set(ctx, map[string]int64{"A": 50}); err != nil { // a cache gone wrong
+			t.Fatal(err)
+		}
+		_, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}})
+		if !errors.Is(err, orders.ErrInsufficientStock) {
+			t.Fatalf("got %v, want insufficient stock from the guarded decrement", err)
+		}
+		got, err := r.cache.Get(ctx, []string{"A"})
+		if err != nil || got["A"] != 1 || r.obs.cacheRepaired.Load() != 1 {
+			t.Fatalf("cache %v (%v), %d repairs; want 1 and 1 repair", got, err, r.obs.cacheRepaired.Load())
+		}
+	})
+}
+
+func TestIdempotentRetryCreatesOneOrder(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		w := newWorld(t, kind)
+		a, b := w.replica(t, nil), w.replica(t, nil)
+		ctx := context.Background()
+		if _, err := a.svc.Restock(ctx, "A", 10); err != nil {
+			t.Fatal(err)
+		}
+		req := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 3}}, IdempotencyKey: "retry-1"}
+		first, err := a.svc.Place(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := b.svc.Place(ctx, req) // the retry lands on another replica
+		if err != nil || !again.Replayed || again.Order.ID != first.Order.ID {
+			t.Fatalf("retry: %+v %v; want a replay of %s", again, err, first.Order.ID)
+		}
+		other := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 4}}, IdempotencyKey: "retry-1"}
+		if _, err := b.svc.Place(ctx, other); !errors.Is(err, orders.ErrIdempotencyMismatch) {
+			t.Fatalf("same key, other body: %v", err)
+		}
+		st, err := a.svc.Stock(ctx, "A")
+		if err != nil || st.Sold != 3 || st.Available != 7 {
+			t.Fatalf("stock %+v (%v): the retry sold again", st, err)
+		}
+		// A refusal is replayed as a refusal, even after restocking.
+		big := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 100}}, IdempotencyKey: "retry-2"}
+		if _, err := a.svc.Place(ctx, big); !errors.Is(err, orders.ErrInsufficientStock) {
+			t.Fatal(err)
+		}
+		if _, err := a.svc.Restock(ctx, "A", 1000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.svc.Place(ctx, big); !errors.Is(err, orders.ErrInsufficientStock) {
+			t.Fatalf("replayed refusal: %v", err)
+		}
+	})
+}
+
+// staleLocker hands out tokens below what the database has committed, as a holder
+// paused past its lease would hold.
+type staleLocker struct{ token int64 }
+
+func (s staleLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Fences) error) error {
+	f := orders.Fences{}
+	for _, sku := range skus {
+		f[sku] = s.token
+	}
+	return fn(ctx, f)
+}
+
+func TestStaleHolderIsRefusedAndCounted(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		w := newWorld(t, kind)
+		live := w.replica(t, nil)
+		stale := w.replica(t, staleLocker{token: 1})
+		ctx := context.Background()
+		if _, err := live.svc.Restock(ctx, "A", 5); err != nil { // commits a real, much larger token
+			t.Fatal(err)
+		}
+		_, err := stale.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}})
+		if !errors.Is(err, orders.ErrStaleFence) || stale.obs.fenceRejected.Load() != 1 {
+			t.Fatalf("got %v with %d rejections; want ErrStaleFence, counted once", err, stale.obs.fenceRejected.Load())
+		}
+		st, _ := live.svc.Stock(ctx, "A")
+		if st.Sold != 0 || st.Available != 5 {
+			t.Fatalf("the stale holder wrote: %+v", st)
+		}
+	})
+}
+
+func TestCancelReturnsStockOnce(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		w := newWorld(t, kind)
+		r := w.replica(t, nil)
+		ctx := context.Background()
+		if _, err := r.svc.Restock(ctx, "A", 2); err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.svc.Cancel(ctx, p.Order.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.svc.Cancel(ctx, p.Order.ID); !errors.Is(err, orders.ErrAlreadyCancelled) {
+			t.Fatalf("second cancel: %v", err)
+		}
+		st, _ := r.svc.Stock(ctx, "A")
+		cached, _ := r.cache.Get(ctx, []string{"A"})
+		if st.Available != 2 || st.Sold != 0 || cached["A"] != 2 {
+			t.Fatalf("after cancel: %+v, cache %v", st, cached)
+		}
+		if _, err := r.svc.Cancel(ctx, "missing"); !errors.Is(err, orders.ErrNotFound) {
+			t.Fatalf("unknown order: %v", err)
+		}
+	})
+}
+
+func TestNormalizeMergesAndValidates(t *testing.T) {
+	got, err := orders.Normalize([]orders.Item{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 3}})
+	if err != nil || fmt.Sprint(got) != "[{A 2} {B 4}]" {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, items := range [][]orders.Item{
+		nil,
+		{{SKU: "", Quantity: 1}},
+		{{SKU: "A/1", Quantity: 1}},
+		{{SKU: "Ä", Quantity: 1}},
+		{{SKU: string(make([]byte, 65)), Quantity: 1}},
+		{{SKU: "A", Quantity: 0}},
+		{{SKU: "A", Quantity: 1001}},
+		make([]orders.Item, 51),
+	} {
+		if _, err := orders.Normalize(items); !errors.Is(err, orders.ErrInvalid) {
+			t.Errorf("%v: got %v, want ErrInvalid", items, err)
+		}
+	}
+}
