@@ -234,6 +234,19 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 	g := &Grant{names: names, tokens: make([]int64, len(names)), leaseOf: make([]*lease, len(names)), handoff: true}
 	for i, name := range names {
+		if c.slots.tryAcquire(name) {
+			continue
+		}
+		// About to wait for a local slot: hold no Redis lease meanwhile. Leases come
+		// with local slots, so a caller holding one while it waits for a later slot
+		// would take the two kinds of lock in another order than a caller waiting
+		// in Redis while holding its slots, and processes could deadlock in a ring.
+		for j := range i {
+			if g.leaseOf[j] != nil {
+				c.releaseLease(ctx, g.leaseOf[j])
+				g.leaseOf[j] = nil
+			}
+		}
 		h, waited, granted, err := c.slots.acquire(ctx, name)
 		if granted {
 			g.leaseOf[i] = h.lease

@@ -25,6 +25,25 @@ type slotState struct {
 	waiters list.List // of chan handoff
 }
 
+// tryAcquire takes the slot of name if it is free, without waiting.
+func (s *slots) tryAcquire(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = make(map[string]*slotState)
+	}
+	st := s.byID[name]
+	if st == nil {
+		st = &slotState{}
+		s.byID[name] = st
+	}
+	if st.busy {
+		return false
+	}
+	st.busy = true
+	return true
+}
+
 // acquire takes the slot of name, waiting behind earlier callers. It reports whether
 // it had to wait. When ctx ends first it returns ctx's error; granted then says
 // whether the slot was handed over anyway, in which case the caller must pass it on.
