@@ -152,7 +152,7 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 			return s.replay(ctx, *replay)
 		}
 	}
-	o := Order{ID: newID(s.now()), Status: StatusPlaced, Items: items, CreatedAt: s.now().UTC()}
+	o := Order{ID: newID(s.now()), Status: StatusPlaced, Items: items, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	if s.cfg.Strategy == StrategyUnsafe {
 		err = s.store.PlaceUnguarded(ctx, o, key)
 	} else {

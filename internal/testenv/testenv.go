@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -66,6 +67,11 @@ func NewRedis(t testing.TB) *Redis {
 func NewRedisAt(t testing.TB, addr string) *Redis {
 	t.Helper()
 	return &Redis{Namespace: "t" + RandomID(), opt: &redis.Options{Addr: addr}}
+}
+
+// URL returns a REDIS_URL for the server, for processes the test starts.
+func (r *Redis) URL() string {
+	return fmt.Sprintf("redis://%s/%d", r.opt.Addr, r.opt.DB)
 }
 
 // Client returns a new client with its own connection pool, as a separate replica

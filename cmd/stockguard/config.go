@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+type serveConfig struct {
+	addr            string
+	databaseURL     string
+	redisURL        string
+	adminToken      string
+	strategy        string
+	allowOversell   bool
+	lockTTL         time.Duration
+	lockWait        time.Duration
+	requestTimeout  time.Duration
+	shutdownTimeout time.Duration
+	namespace       string
+	logLevel        string
+	logFormat       string
+}
+
+type migrateConfig struct {
+	databaseURL string
+	logLevel    string
+	logFormat   string
+}
+
+// envFlags defines flags whose defaults come from environment variables, and
+// names the variable in each flag's help.
+type envFlags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+func (e *envFlags) str(p *string, name, env, def, help string) {
+	if v := e.getenv(env); v != "" {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, help+" ($"+env+")")
+}
+
+func (e *envFlags) duration(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v := e.getenv(env); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("$%s: %w", env, err))
+		}
+		def = d
+	}
+	e.fs.DurationVar(p, name, def, help+" ($"+env+")")
+}
+
+func (e *envFlags) boolean(p *bool, name, env string, help string) {
+	def := false
+	if v := e.getenv(env); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("$%s: %w", env, err))
+		}
+		def = b
+	}
+	e.fs.BoolVar(p, name, def, help+" ($"+env+")")
+}
+
+func newFlags(name string, getenv func(string) string, stderr io.Writer) *envFlags {
+	fs := flag.NewFlagSet("stockguard "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &envFlags{fs: fs, getenv: getenv}
+}
+
+func (e *envFlags) parse(args []string) error {
+	if err := e.fs.Parse(args); err != nil {
+		return err
+	}
+	if e.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(e.fs.Args(), " "))
+	}
+	return errors.Join(e.errs...)
+}
+
+func logFlags(e *envFlags, level, format *string) {
+	e.str(level, "log-level", "STOCKGUARD_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	e.str(format, "log-format", "STOCKGUARD_LOG_FORMAT", "text", "log format: text or json")
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	e := newFlags("serve", getenv, stderr)
+	e.str(&c.addr, "addr", "STOCKGUARD_ADDR", ":8080", "address to listen on")
+	e.str(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
+	e.str(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
+	e.str(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, audit); empty turns it off")
+	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.StrategyLock), "how orders are serialized: lock, or unsafe (oversells; needs --allow-oversell)")
+	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
+	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
+	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
+	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
+	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
+	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
+	logFlags(e, &c.logLevel, &c.logFormat)
+	if err := e.parse(args); err != nil {
+		return c, err
+	}
+	switch orders.Strategy(c.strategy) {
+	case orders.StrategyLock:
+	case orders.StrategyUnsafe:
+		if !c.allowOversell {
+			return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
+		}
+	default:
+		return c, fmt.Errorf("unknown strategy %q (want lock or unsafe)", c.strategy)
+	}
+	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 {
+		return c, errors.New("lock-ttl, lock-wait and request-timeout must be positive")
+	}
+	return c, nil
+}
+
+func parseMigrate(args []string, getenv func(string) string, stderr io.Writer) (migrateConfig, error) {
+	var c migrateConfig
+	e := newFlags("migrate", getenv, stderr)
+	e.str(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
+	logFlags(e, &c.logLevel, &c.logFormat)
+	return c, e.parse(args)
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q (want text or json)", format)
+}

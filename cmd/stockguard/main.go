@@ -1,0 +1,61 @@
+// Command stockguard runs one order-service replica (serve) or applies the
+// database schema (migrate). Run "stockguard serve --help" for the settings; each
+// flag also reads an environment variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "stockguard:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `stockguard: an inventory-reservation service that never oversells.
+
+Usage:
+  stockguard serve [flags]     run one replica
+  stockguard migrate [flags]   apply the database schema and exit
+
+Run "stockguard <command> --help" for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("a command is required")
+	}
+	switch args[0] {
+	case "serve":
+		cfg, err := parseServe(args[1:], getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout, stderr)
+	case "migrate":
+		cfg, err := parseMigrate(args[1:], getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return migrate(ctx, cfg, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

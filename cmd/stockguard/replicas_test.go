@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/pkg/lock"
+)
+
+var binary string // built once by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stockguard-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "stockguard")
+	build := exec.CommandContext(context.Background(), "go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const adminToken = "test-admin-token"
+
+// cluster is replicas of the built binary on one database and one Redis.
+type cluster struct {
+	dbURL string
+	redis *testenv.Redis
+	urls  []string
+}
+
+func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
+	t.Helper()
+	c := &cluster{dbURL: testenv.DefaultDatabase(t), redis: testenv.NewRedis(t)}
+	env := append(os.Environ(), "DATABASE_URL="+c.dbURL, "REDIS_URL="+c.redis.URL(),
+		"STOCKGUARD_NAMESPACE="+c.redis.Namespace, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_LOG_LEVEL=warn")
+	env = append(env, extraEnv...)
+
+	mig := exec.CommandContext(t.Context(), binary, "migrate")
+	mig.Env = env
+	if out, err := mig.CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	for i := range n {
+		c.urls = append(c.urls, startReplica(t, i, env))
+	}
+	return c
+}
+
+// startReplica runs "stockguard serve" and returns its base URL once it listens.
+func startReplica(t *testing.T, i int, env []string) string {
+	t.Helper()
+	cmd := exec.CommandContext(context.WithoutCancel(t.Context()), binary, "serve") // stopped by the cleanup, gracefully
+	cmd.Env = env
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("replica-%d.log", i))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("replica %d log:\n%s", i, b)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("replica %d printed no address: %s", i, b)
+	}
+	addr, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	if !ok {
+		t.Fatalf("replica %d: unexpected first line %q", i, lines.Text())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return "http://" + addr
+}
+
+var client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+
+func call(ctx context.Context, method, url, body string, header map[string]string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func admin(ctx context.Context, t *testing.T, method, url, body string, into any) {
+	t.Helper()
+	status, b, err := call(ctx, method, url, body, map[string]string{"Authorization": "Bearer " + adminToken})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("%s %s: %d %v %s", method, url, status, err, b)
+	}
+	if into != nil {
+		if err := json.Unmarshal(b, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// loadResult is what clients were told.
+type loadResult struct {
+	mu       sync.Mutex
+	orderIDs map[string][]orders.Item // from 201 answers
+	statuses map[int]int
+	retries  int
+	mismatch []string // a retry answered differently from its first attempt
+}
+
+// runLoad sends n orders from workers goroutines, round-robin over the replicas:
+// mixed quantities, some multi-SKU, and every 8th sent twice with the same
+// Idempotency-Key, the retry to another replica.
+func runLoad(ctx context.Context, t *testing.T, urls []string, n, workers int) *loadResult {
+	t.Helper()
+	res := &loadResult{orderIDs: map[string][]orders.Item{}, statuses: map[int]int{}}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			for i := range jobs {
+				items := []orders.Item{{SKU: "HOT", Quantity: 1 + rng.IntN(3)}}
+				switch rng.IntN(10) {
+				case 0, 1:
+					items = append(items, orders.Item{SKU: []string{"B", "C"}[rng.IntN(2)], Quantity: 1 + rng.IntN(2)})
+				case 2:
+					items = []orders.Item{{SKU: []string{"B", "C"}[rng.IntN(2)], Quantity: 1}}
+				}
+				body, _ := json.Marshal(map[string]any{"items": items})
+				hdr := map[string]string{}
+				if i%8 == 0 {
+					hdr["Idempotency-Key"] = "load-" + strconv.Itoa(i)
+				}
+				status, b, err := call(ctx, "POST", urls[i%len(urls)]+"/v1/orders", string(body), hdr)
+				if err != nil {
+					errs <- err
+					return
+				}
+				res.record(status, b)
+				if hdr["Idempotency-Key"] != "" {
+					status2, b2, err := call(ctx, "POST", urls[(i+1)%len(urls)]+"/v1/orders", string(body), hdr)
+					if err != nil {
+						errs <- err
+						return
+					}
+					res.retried(status, b, status2, b2)
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (r *loadResult) record(status int, body []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.statuses[status]++
+	if status == http.StatusCreated {
+		var o orders.Order
+		if json.Unmarshal(body, &o) == nil {
+			r.orderIDs[o.ID] = o.Items
+		}
+	}
+}
+
+func (r *loadResult) retried(status int, body []byte, status2 int, body2 []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retries++
+	if status == http.StatusServiceUnavailable || status2 == http.StatusServiceUnavailable {
+		return // a 503 is not an answer to replay: the retry may run anew
+	}
+	var a, b orders.Order
+	_ = json.Unmarshal(body, &a)
+	_ = json.Unmarshal(body2, &b)
+	if status != status2 || a.ID != b.ID {
+		r.mismatch = append(r.mismatch, fmt.Sprintf("%d %s then %d %s", status, a.ID, status2, b.ID))
+	}
+}
+
+func (r *loadResult) sold() map[string]int64 {
+	out := map[string]int64{}
+	for _, items := range r.orderIDs {
+		for _, it := range items {
+			out[it.SKU] += int64(it.Quantity)
+		}
+	}
+	return out
+}
+
+var stock = map[string]int64{"HOT": 70, "B": 20, "C": 10} // 100 units
+
+func seed(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	for sku, n := range stock {
+		admin(ctx, t, "POST", c.urls[0]+"/v1/skus/"+sku+"/restock", fmt.Sprintf(`{"quantity":%d}`, n), nil)
+	}
+}
+
+func TestReplicasNeverOversell(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	seed(ctx, t, c)
+	start := time.Now()
+	res := runLoad(ctx, t, c.urls, 2000, 64)
+	t.Logf("load took %s", time.Since(start))
+	t.Logf("answers by status: %v; %d orders accepted; %d idempotent retries", res.statuses, len(res.orderIDs), res.retries)
+
+	// I1 through the API: consistent, nothing oversold, and what clients were told
+	// was sold is what the service says was sold.
+	var audit orders.Audit
+	admin(ctx, t, "GET", c.urls[1]+"/v1/audit", "", &audit)
+	if !audit.Consistent || audit.Oversold != 0 {
+		t.Fatalf("audit: %+v", audit)
+	}
+	told := res.sold()
+	for _, s := range audit.SKUs {
+		if told[s.SKU] != s.Sold || s.Stocked != stock[s.SKU] {
+			t.Errorf("%s: clients were sold %d, service says sold %d of %d stocked", s.SKU, told[s.SKU], s.Sold, s.Stocked)
+		}
+	}
+	if told["HOT"] != stock["HOT"] {
+		t.Errorf("HOT: %d of %d units sold; the load should sell it out", told["HOT"], stock["HOT"])
+	}
+	if len(res.mismatch) > 0 {
+		t.Errorf("%d retries with the same Idempotency-Key got another answer, e.g. %s", len(res.mismatch), res.mismatch[0])
+	}
+
+	// The same, directly in the database: I1, and I2 (every 201 is stored, once).
+	db, err := gormstore.Open(c.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := gormstore.New(db, time.Now, 30*time.Second)
+	stocks, err := store.Stocks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := orders.NewAudit(stocks); !a.Consistent || a.Oversold != 0 {
+		t.Fatalf("database audit: %+v", a)
+	}
+	for id := range res.orderIDs {
+		if o, err := store.Order(ctx, id); err != nil || o.Status != orders.StatusPlaced {
+			t.Fatalf("acknowledged order %s: %+v %v", id, o, err)
+		}
+	}
+	var placed int64
+	if err := db.WithContext(ctx).Table("orders").Count(&placed).Error; err != nil {
+		t.Fatal(err)
+	}
+	if placed != int64(len(res.orderIDs)) {
+		t.Fatalf("%d orders stored, %d acknowledged: a retry created a second order, or an order was stored unacknowledged", placed, len(res.orderIDs))
+	}
+
+	// I4: the cache equals the database or is absent.
+	rdb := c.redis.Client(t)
+	keys := lock.Keys{Namespace: c.redis.Namespace}
+	for _, s := range stocks {
+		v, err := rdb.Get(ctx, keys.Tag(s.SKU)+":stock").Int64()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil || v != s.Available {
+			t.Errorf("%s: cache %d (%v), database %d", s.SKU, v, err, s.Available)
+		}
+	}
+}
+
+// The control group: the same load without the lock must oversell, or the check
+// above proves nothing.
+func TestUnsafeStrategyOversells(t *testing.T) {
+	c := startCluster(t, 3, "STOCKGUARD_STRATEGY=unsafe", "STOCKGUARD_ALLOW_OVERSELL=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	seed(ctx, t, c)
+	res := runLoad(ctx, t, c.urls, 2000, 64)
+	var audit orders.Audit
+	admin(ctx, t, "GET", c.urls[0]+"/v1/audit", "", &audit)
+	t.Logf("unsafe: answers %v, audit oversold %d, consistent %v", res.statuses, audit.Oversold, audit.Consistent)
+	if audit.Oversold == 0 {
+		t.Fatalf("the unsafe strategy oversold nothing: %+v", audit)
+	}
+	told := res.sold()
+	var total int64
+	for _, n := range told {
+		total += n
+	}
+	if total <= 100 {
+		t.Fatalf("clients were sold %d units of 100: no oversell seen from outside", total)
+	}
+}
+
+func TestUnsafeNeedsItsFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--strategy", "unsafe"}, func(string) string { return "" }, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--allow-oversell") {
+		t.Fatalf("got %v, want a refusal naming --allow-oversell", err)
+	}
+}

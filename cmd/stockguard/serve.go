@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/httpapi"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/rediscache"
+	"github.com/stockguard/stockguard/pkg/lock"
+)
+
+// serve wires one replica and runs it until ctx ends, then shuts down gracefully:
+// it stops accepting, lets requests in flight finish (their locks are released as
+// each one's work ends), and closes its connections.
+func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error {
+	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat)
+	if err != nil {
+		return err
+	}
+	if cfg.strategy == string(orders.StrategyUnsafe) {
+		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment")
+	}
+
+	db, err := openAndMigrate(ctx, cfg.databaseURL, log)
+	if err != nil {
+		return err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sqlDB.Close() }()
+
+	rdb, closeRedis, err := openRedis(cfg.redisURL, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	lockMetrics := lock.NewMetrics("stockguard")
+	reg.MustRegister(lockMetrics)
+	obs := newObserver(reg)
+
+	keys := lock.Keys{Namespace: cfg.namespace}
+	locks, err := lock.New(rdb, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Keys: keys, Metrics: lockMetrics})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = locks.Close() }()
+
+	store := gormstore.New(db, time.Now, cfg.requestTimeout)
+	svc := orders.NewService(orders.Config{Strategy: orders.Strategy(cfg.strategy)}, store,
+		rediscache.NewCache(rdb, keys, time.Hour), rediscache.NewLocker(locks), obs, log, time.Now)
+	ready := func(ctx context.Context) error {
+		return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
+	}
+	//nolint:contextcheck // gin handlers take their context from the request
+	handler := httpapi.New(httpapi.Config{AdminToken: cfg.adminToken, RequestTimeout: cfg.requestTimeout},
+		svc, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
+
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second, // a slow-header client cannot hold a connection
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      cfg.requestTimeout + 5*time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if cfg.adminToken == "" {
+		log.Warn("no admin token: restock and audit are refused")
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait)
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func openAndMigrate(ctx context.Context, databaseURL string, log *slog.Logger) (*gorm.DB, error) {
+	db, err := gormstore.Open(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	n, err := gormstore.Migrate(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("database ready", "kind", db.Name(), "migrations_applied", n)
+	return db, nil
+}
+
+// openRedis connects to REDIS_URL, or starts an embedded Redis when it is empty:
+// fine for one replica, useless for several (they would not share it).
+func openRedis(url string, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	if url != "" {
+		rdb, err := rediscache.NewClient(url)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rdb, func() { _ = rdb.Close() }, nil
+	}
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		return nil, nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	log.Warn("REDIS_URL is not set: using an embedded Redis; replicas cannot share it", "addr", mr.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
+}
+
+func migrate(ctx context.Context, cfg migrateConfig, stderr io.Writer) error {
+	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat)
+	if err != nil {
+		return err
+	}
+	db, err := openAndMigrate(ctx, cfg.databaseURL, log)
+	if err != nil {
+		return err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
