@@ -42,12 +42,12 @@ func (s *Store) conn(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 }
 
 // unavailable wraps a database failure in the domain's words, leaving the
-// domain's own errors as they are.
+// domain's own errors, and a caller that gave up, as they are.
 func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
+	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
 		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyRunning} {
 		if errors.Is(err, known) {
 			return err

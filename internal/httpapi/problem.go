@@ -50,7 +50,12 @@ var statuses = []struct {
 	{orders.ErrStaleFence, http.StatusServiceUnavailable, "stale-fence", "Write refused to a stale lock holder: try again"},
 	{orders.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "Service unavailable: try again"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout", "Request deadline exceeded: try again"},
+	{context.Canceled, statusClientClosed, "client-closed", "Client closed the request"},
 }
+
+// statusClientClosed is nginx's status for a request its client gave up on; no
+// one reads the answer, but metrics and logs tell it from a server failure.
+const statusClientClosed = 499
 
 // problem is an RFC 9457 problem document, with the fields stockguard adds.
 type problem struct {

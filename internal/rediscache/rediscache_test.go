@@ -1,0 +1,92 @@
+package rediscache_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/rediscache"
+	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/pkg/lock"
+)
+
+func TestNewClientReadsEveryURLForm(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want string
+	}{
+		{"redis://127.0.0.1:6379/2", "*redis.Client"},
+		{"redis://s1:26379?master_name=main&addr=s2:26379", "*redis.Client"}, // a failover client is a *redis.Client
+		{"redis://n1:6379?addr=n2:6379&addr=n3:6379", "*redis.ClusterClient"},
+	} {
+		c, err := rediscache.NewClient(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		got := "*redis.Client"
+		if _, ok := c.(*redis.ClusterClient); ok {
+			got = "*redis.ClusterClient"
+		}
+		if got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.url, got, tc.want)
+		}
+		_ = c.Close()
+	}
+	if _, err := rediscache.NewClient("redis://host?bogus=1"); err == nil {
+		t.Error("an unknown parameter was accepted")
+	}
+}
+
+func TestCacheRoundTrip(t *testing.T) {
+	env := testenv.NewRedis(t)
+	c := rediscache.NewCache(env.Client(t), lock.Keys{Namespace: env.Namespace}, time.Minute)
+	ctx := context.Background()
+	if err := c.Set(ctx, map[string]int64{"A": 3, "B": 0}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(ctx, []string{"A", "B", "C"})
+	if err != nil || len(got) != 2 || got["A"] != 3 || got["B"] != 0 {
+		t.Fatalf("got %v %v", got, err)
+	}
+	if err := c.Delete(ctx, []string{"A"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get(ctx, []string{"A"}); len(got) != 0 {
+		t.Fatalf("deleted entry still there: %v", got)
+	}
+	if c.Key("A") != "{"+env.Namespace+":A}:stock" {
+		t.Fatalf("key %q does not share the lock's hash tag", c.Key("A"))
+	}
+}
+
+func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
+	env := testenv.NewRedis(t)
+	keys := lock.Keys{Namespace: env.Namespace}
+	newLocker := func() *rediscache.Locker {
+		lc, err := lock.New(env.Client(t), &lock.Options{Wait: 50 * time.Millisecond, Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lc.Close() })
+		return rediscache.NewLocker(lc)
+	}
+	a, b := newLocker(), newLocker()
+	ctx := context.Background()
+	mine := errors.New("mine")
+	err := a.WithLocks(ctx, []string{"A"}, func(ctx context.Context, f orders.Fences) error {
+		if f["A"] <= 0 {
+			t.Errorf("no fencing token: %v", f)
+		}
+		if err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Fences) error { return nil }); !errors.Is(err, orders.ErrBusy) {
+			t.Errorf("while held elsewhere: %v, want ErrBusy", err)
+		}
+		return mine
+	})
+	if !errors.Is(err, mine) {
+		t.Fatalf("fn's own error came back as %v", err)
+	}
+}
