@@ -1,0 +1,221 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Duration is a time.Duration that reads "30s" in JSON and YAML.
+type Duration time.Duration
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// Stage is one step of a ramping executor: reach Target (VUs or iterations per
+// time unit) linearly over Duration.
+type Stage struct {
+	Duration Duration `json:"duration" yaml:"duration"`
+	Target   int      `json:"target" yaml:"target"`
+}
+
+// Executor names, as k6 defines them.
+const (
+	ConstantVUs         = "constant-vus"
+	RampingVUs          = "ramping-vus"
+	ConstantArrivalRate = "constant-arrival-rate"
+	RampingArrivalRate  = "ramping-arrival-rate"
+)
+
+// Scenario is one workload run by one executor.
+type Scenario struct {
+	Executor string `json:"executor" yaml:"executor"`
+	// constant-vus
+	VUs      int      `json:"vus,omitempty" yaml:"vus,omitempty"`
+	Duration Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
+	// ramping-vus
+	StartVUs int     `json:"startVUs,omitempty" yaml:"startVUs,omitempty"`
+	Stages   []Stage `json:"stages,omitempty" yaml:"stages,omitempty"`
+	// arrival-rate executors
+	Rate            int      `json:"rate,omitempty" yaml:"rate,omitempty"`
+	StartRate       int      `json:"startRate,omitempty" yaml:"startRate,omitempty"`
+	TimeUnit        Duration `json:"timeUnit,omitempty" yaml:"timeUnit,omitempty"`
+	PreAllocatedVUs int      `json:"preAllocatedVUs,omitempty" yaml:"preAllocatedVUs,omitempty"`
+	MaxVUs          int      `json:"maxVUs,omitempty" yaml:"maxVUs,omitempty"`
+	StartTime       Duration `json:"startTime,omitempty" yaml:"startTime,omitempty"`
+
+	Workload Workload `json:"workload" yaml:"workload"`
+}
+
+// Workload is what one iteration does.
+type Workload struct {
+	// SKUs is how many SKUs orders spread over: 1 is one hot SKU.
+	SKUs int `json:"skus" yaml:"skus"`
+	// Popularity spreads orders over the SKUs: uniform or zipf.
+	Popularity string `json:"popularity,omitempty" yaml:"popularity,omitempty"`
+	// Stock per SKU, seeded in setup.
+	Stock int `json:"stock" yaml:"stock"`
+	// MaxQuantity per line; quantities are uniform in 1..MaxQuantity.
+	MaxQuantity int `json:"maxQuantity,omitempty" yaml:"maxQuantity,omitempty"`
+	// MultiSKU is the share of orders with two to three SKUs.
+	MultiSKU float64 `json:"multiSKU,omitempty" yaml:"multiSKU,omitempty"`
+	// Retry is the share of orders sent with an Idempotency-Key and sent again;
+	// AbandonFirst is the share of those whose first attempt is abandoned before
+	// its answer (a client that lost the response).
+	Retry        float64 `json:"retry,omitempty" yaml:"retry,omitempty"`
+	AbandonFirst float64 `json:"abandonFirst,omitempty" yaml:"abandonFirst,omitempty"`
+	// Cancel is the share of placed orders cancelled right after.
+	Cancel float64 `json:"cancel,omitempty" yaml:"cancel,omitempty"`
+	// Prefix names the SKUs (<prefix>-<n>); a random one by default, so runs do
+	// not share stock.
+	Prefix string `json:"prefix,omitempty" yaml:"prefix,omitempty"`
+}
+
+// Config is a whole run.
+type Config struct {
+	BaseURL    string              `json:"baseURL" yaml:"baseURL"`
+	AdminToken string              `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`
+	Scenarios  map[string]Scenario `json:"scenarios" yaml:"scenarios"`
+	Thresholds map[string][]string `json:"thresholds,omitempty" yaml:"thresholds,omitempty"`
+	// Timeout bounds each request. Default 10s.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+}
+
+// LoadConfig reads a scenario file, YAML or JSON by its extension.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	var c Config
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&c)
+	case ".yaml", ".yml":
+		err = yaml.UnmarshalWithOptions(b, &c, yaml.Strict(), yaml.UseJSONUnmarshaler())
+	default:
+		return Config{}, fmt.Errorf("%s: want a .yaml, .yml or .json file", path)
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate fills defaults and rejects what cannot run.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("baseURL is required"))
+	}
+	if len(c.Scenarios) == 0 {
+		errs = append(errs, errors.New("at least one scenario is required"))
+	}
+	if c.Timeout == 0 {
+		c.Timeout = Duration(10 * time.Second)
+	}
+	for name, s := range c.Scenarios {
+		if err := s.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("scenario %s: %w", name, err))
+		}
+		c.Scenarios[name] = s
+	}
+	for metric, exprs := range c.Thresholds {
+		for _, e := range exprs {
+			if _, err := ParseThreshold(metric, e); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Scenario) validate() error {
+	if s.TimeUnit == 0 {
+		s.TimeUnit = Duration(time.Second)
+	}
+	w := &s.Workload
+	if w.SKUs == 0 {
+		w.SKUs = 1
+	}
+	if w.MaxQuantity == 0 {
+		w.MaxQuantity = 1
+	}
+	if w.Popularity == "" {
+		w.Popularity = "uniform"
+	}
+	var errs []error
+	switch s.Executor {
+	case ConstantVUs:
+		if s.VUs < 1 || s.Duration <= 0 {
+			errs = append(errs, errors.New("constant-vus needs vus >= 1 and a duration"))
+		}
+	case RampingVUs:
+		if len(s.Stages) == 0 {
+			errs = append(errs, errors.New("ramping-vus needs stages"))
+		}
+	case ConstantArrivalRate:
+		if s.Rate < 1 || s.Duration <= 0 {
+			errs = append(errs, errors.New("constant-arrival-rate needs rate >= 1 and a duration"))
+		}
+	case RampingArrivalRate:
+		if len(s.Stages) == 0 {
+			errs = append(errs, errors.New("ramping-arrival-rate needs stages"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown executor %q (want %s, %s, %s or %s)", s.Executor,
+			ConstantVUs, RampingVUs, ConstantArrivalRate, RampingArrivalRate))
+	}
+	if s.Executor == ConstantArrivalRate || s.Executor == RampingArrivalRate {
+		if s.PreAllocatedVUs < 1 {
+			errs = append(errs, errors.New("arrival-rate executors need preAllocatedVUs >= 1"))
+		}
+		if s.MaxVUs < s.PreAllocatedVUs {
+			s.MaxVUs = s.PreAllocatedVUs
+		}
+	}
+	if w.Popularity != "uniform" && w.Popularity != "zipf" {
+		errs = append(errs, fmt.Errorf("popularity %q (want uniform or zipf)", w.Popularity))
+	}
+	for _, share := range []float64{w.MultiSKU, w.Retry, w.AbandonFirst, w.Cancel} {
+		if share < 0 || share > 1 {
+			errs = append(errs, errors.New("shares (multiSKU, retry, abandonFirst, cancel) are between 0 and 1"))
+			break
+		}
+	}
+	if w.Stock < 0 || w.SKUs < 1 || w.MaxQuantity < 1 || w.MaxQuantity > 1000 {
+		errs = append(errs, errors.New("workload: skus >= 1, stock >= 0, maxQuantity in 1..1000"))
+	}
+	return errors.Join(errs...)
+}
+
+// total is how long the scenario runs, start time included.
+func (s Scenario) total() time.Duration {
+	d := time.Duration(s.StartTime)
+	switch s.Executor {
+	case ConstantVUs, ConstantArrivalRate:
+		return d + time.Duration(s.Duration)
+	}
+	for _, st := range s.Stages {
+		d += time.Duration(st.Duration)
+	}
+	return d
+}

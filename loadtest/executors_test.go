@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeService answers orders with 409 problem+json after delay, and records how
+// many requests are in flight over time.
+type fakeService struct {
+	delay    time.Duration
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	samples  []sample // in-flight count at each arrival
+	start    time.Time
+}
+
+type sample struct {
+	at       time.Duration
+	inFlight int64
+}
+
+func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/audit" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"skus":[],"oversold":0,"consistent":true}`))
+		return
+	}
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	f.mu.Lock()
+	f.samples = append(f.samples, sample{time.Since(f.start), n})
+	f.mu.Unlock()
+	if f.delay > 0 {
+		time.Sleep(f.delay) // the service's own time per request
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusConflict)
+	_, _ = w.Write([]byte(`{"type":"/problems/insufficient-stock","title":"Insufficient stock","status":409}`))
+}
+
+func (f *fakeService) maxInFlight(from, to time.Duration) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var m int64
+	for _, s := range f.samples {
+		if s.at >= from && s.at < to {
+			m = max(m, s.inFlight)
+		}
+	}
+	return m
+}
+
+func runAgainst(t *testing.T, f *fakeService, s Scenario) *Summary {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	s.Workload.Prefix = "t"
+	cfg := Config{BaseURL: srv.URL, Scenarios: map[string]Scenario{"s": s}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.start = time.Now()
+	sum, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if got < want*(1-tol) || got > want*(1+tol) {
+		t.Errorf("%s: %.1f, want %.1f ± %.0f%%", what, got, want, tol*100)
+	}
+}
+
+func TestConstantVUsKeepsThatManyInFlight(t *testing.T) {
+	f := &fakeService{delay: 5 * time.Millisecond}
+	sum := runAgainst(t, f, Scenario{Executor: ConstantVUs, VUs: 8, Duration: Duration(time.Second)})
+	if m := f.maxInFlight(0, time.Hour); m != 8 || sum.MaxVUs != 8 {
+		t.Fatalf("at most %d requests in flight and %d VUs, want 8 and 8", m, sum.MaxVUs)
+	}
+	// 8 VUs with 5ms answers: about 1,600 iterations a second at most.
+	if sum.Iterations < 400 || sum.Iterations > 1700 {
+		t.Fatalf("%d iterations in 1s with 8 VUs and 5ms answers", sum.Iterations)
+	}
+}
+
+func TestConstantArrivalRateHitsItsRate(t *testing.T) {
+	f := &fakeService{}
+	sum := runAgainst(t, f, Scenario{Executor: ConstantArrivalRate, Rate: 200, Duration: Duration(2 * time.Second), PreAllocatedVUs: 10, MaxVUs: 50})
+	within(t, "iterations in 2s at 200/s", float64(sum.Iterations), 400, 0.05)
+	if sum.Dropped != 0 {
+		t.Errorf("%d dropped with a fast service", sum.Dropped)
+	}
+}
+
+func TestArrivalRateDropsWhatItCannotStart(t *testing.T) {
+	// 5 VUs and 100ms answers serve 50 iterations/s; 200/s are due: the rest are
+	// dropped, not queued (an open model, no coordinated omission).
+	f := &fakeService{delay: 100 * time.Millisecond}
+	sum := runAgainst(t, f, Scenario{Executor: ConstantArrivalRate, Rate: 200, Duration: Duration(2 * time.Second), PreAllocatedVUs: 5, MaxVUs: 5})
+	within(t, "dropped", float64(sum.Dropped), 300, 0.15)
+	within(t, "iterations", float64(sum.Iterations), 100, 0.15)
+	if p := sum.value("iteration_duration", "p", 50); p < 100 {
+		t.Errorf("iteration p50 %.1fms is under the service's 100ms", p)
+	}
+}
+
+func TestRampingVUsRamps(t *testing.T) {
+	f := &fakeService{delay: 5 * time.Millisecond}
+	sum := runAgainst(t, f, Scenario{Executor: RampingVUs, StartVUs: 0,
+		Stages: []Stage{{Duration: Duration(time.Second), Target: 10}, {Duration: Duration(500 * time.Millisecond), Target: 10}}})
+	early, late := f.maxInFlight(0, 250*time.Millisecond), f.maxInFlight(1100*time.Millisecond, 1500*time.Millisecond)
+	if early > 4 || late != 10 || sum.MaxVUs != 10 {
+		t.Fatalf("in flight: %d in the first 250ms, %d at the end, %d VUs at most; want <= 4, 10, 10", early, late, sum.MaxVUs)
+	}
+}
+
+func TestRampingArrivalRateFollowsItsStages(t *testing.T) {
+	f := &fakeService{}
+	// 0 to 200/s over 2s, then 200/s for 1s: 200 + 200 iterations.
+	sum := runAgainst(t, f, Scenario{Executor: RampingArrivalRate, StartRate: 0, PreAllocatedVUs: 10, MaxVUs: 50,
+		Stages: []Stage{{Duration: Duration(2 * time.Second), Target: 200}, {Duration: Duration(time.Second), Target: 200}}})
+	within(t, "iterations", float64(sum.Iterations), 400, 0.1)
+}
+
+func TestStageValueInterpolates(t *testing.T) {
+	st := []Stage{{Duration: Duration(time.Second), Target: 10}, {Duration: Duration(time.Second), Target: 0}}
+	for _, tc := range []struct {
+		at   time.Duration
+		want float64
+	}{{0, 0}, {500 * time.Millisecond, 5}, {time.Second, 10}, {1500 * time.Millisecond, 5}, {3 * time.Second, 0}} {
+		if got := stageValue(0, st, tc.at); got != tc.want {
+			t.Errorf("at %s: %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestStageIntegralCountsDueIterations(t *testing.T) {
+	st := []Stage{{Duration: Duration(2 * time.Second), Target: 200}, {Duration: Duration(time.Second), Target: 200}}
+	for _, tc := range []struct {
+		at   time.Duration
+		want float64
+	}{{0, 0}, {time.Second, 50}, {2 * time.Second, 200}, {3 * time.Second, 400}, {4 * time.Second, 600}} {
+		if got := stageIntegral(0, st, tc.at); got != tc.want {
+			t.Errorf("at %s: %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+// Command loadtest is stockguard's load generator, in the manner of Grafana k6:
+// scenarios with k6's executors (constant-vus, ramping-vus, constant-arrival-rate,
+// ramping-arrival-rate), checks, thresholds that fail the run, a live progress
+// line, a k6-like summary, a JSON summary and an HTML chart, and what k6 does not
+// have: an audit of every unit sold at the end. It speaks to the service over HTTP
+// only, so it works against any deployment.
+//
+//	go run ./loadtest -url http://127.0.0.1:8080 -admin-token secret -vus 64 -duration 30s
+//	go run ./loadtest -config loadtest/scenarios/hot-sku.yaml
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errThresholds):
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(99) // k6's exit code for failed thresholds
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+var errThresholds = errors.New("some thresholds failed")
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "scenario file (.yaml, .yml or .json); flags below describe one scenario otherwise")
+	url := fs.String("url", envOr(getenv, "LOADTEST_URL", "http://127.0.0.1:8080"), "base URL of the service ($LOADTEST_URL)")
+	token := fs.String("admin-token", getenv("STOCKGUARD_ADMIN_TOKEN"), "admin token, to seed stock and audit ($STOCKGUARD_ADMIN_TOKEN)")
+	executor := fs.String("executor", ConstantVUs, "constant-vus, ramping-vus, constant-arrival-rate or ramping-arrival-rate")
+	vus := fs.Int("vus", 32, "VUs (constant-vus), or preallocated VUs (arrival-rate)")
+	maxVUs := fs.Int("max-vus", 0, "most VUs an arrival-rate executor may allocate (default: -vus)")
+	duration := fs.Duration("duration", 10*time.Second, "how long to run")
+	rateFlag := fs.Int("rate", 100, "iterations per second (constant-arrival-rate)")
+	skus := fs.Int("skus", 1, "SKUs to spread orders over (1: one hot SKU)")
+	popularity := fs.String("popularity", "uniform", "uniform or zipf")
+	stock := fs.Int("stock", 100, "units seeded per SKU")
+	maxQty := fs.Int("max-quantity", 3, "largest quantity per line")
+	multi := fs.Float64("multi", 0.2, "share of multi-SKU orders")
+	retry := fs.Float64("retry", 0.1, "share of orders retried with the same Idempotency-Key")
+	abandon := fs.Float64("abandon", 0.3, "share of retried orders whose first attempt is abandoned")
+	cancelShare := fs.Float64("cancel", 0.05, "share of placed orders cancelled")
+	var thresholds multiFlag
+	fs.Var(&thresholds, "threshold", `a threshold, "metric:expression", e.g. "http_req_duration:p(95)<200ms" (repeatable)`)
+	summaryPath := fs.String("summary-json", "", "write the summary as JSON to this file")
+	chartPath := fs.String("chart", "", "write throughput and latency over time as a self-contained HTML chart to this file")
+	quiet := fs.Bool("quiet", false, "no live progress line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	var cfg Config
+	if *configPath != "" {
+		var err error
+		if cfg, err = LoadConfig(*configPath); err != nil {
+			return err
+		}
+		if cfg.AdminToken == "" {
+			cfg.AdminToken = *token
+		}
+	} else {
+		mv := *maxVUs
+		if mv == 0 {
+			mv = *vus
+		}
+		cfg = Config{BaseURL: *url, AdminToken: *token, Thresholds: map[string][]string{},
+			Scenarios: map[string]Scenario{"default": {Executor: *executor, VUs: *vus, Duration: Duration(*duration),
+				Rate: *rateFlag, PreAllocatedVUs: *vus, MaxVUs: mv, Stages: []Stage{{Duration: Duration(*duration), Target: *vus}},
+				Workload: Workload{SKUs: *skus, Popularity: *popularity, Stock: *stock, MaxQuantity: *maxQty,
+					MultiSKU: *multi, Retry: *retry, AbandonFirst: *abandon, Cancel: *cancelShare}}}}
+		for _, t := range thresholds {
+			metric, expr, ok := strings.Cut(t, ":")
+			if !ok {
+				return fmt.Errorf("%w: %q is not metric:expression", ErrThreshold, t)
+			}
+			cfg.Thresholds[metric] = append(cfg.Thresholds[metric], expr)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	runID := randomKey()[:8]
+	for name, s := range cfg.Scenarios {
+		if s.Workload.Prefix == "" {
+			s.Workload.Prefix = "lt-" + runID + "-" + name
+		}
+		cfg.Scenarios[name] = s
+	}
+
+	sum, err := Run(ctx, cfg, progressWriter(stderr, *quiet))
+	if err != nil {
+		return err
+	}
+	sum.WriteText(stdout)
+	if *summaryPath != "" {
+		if err := sum.WriteJSON(*summaryPath); err != nil {
+			return err
+		}
+	}
+	if *chartPath != "" {
+		if err := sum.WriteChart(*chartPath, "stockguard load test "+runID); err != nil {
+			return err
+		}
+	}
+	for _, v := range sum.Verdicts {
+		if !v.Pass {
+			return errThresholds
+		}
+	}
+	return nil
+}
+
+func envOr(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// progressWriter is where the live line goes: stderr when it is a terminal.
+func progressWriter(stderr io.Writer, quiet bool) io.Writer {
+	if f, ok := stderr.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
+		return stderr
+	}
+	return nil
+}
+
+// Run seeds, runs every scenario at once, audits and judges.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) {
+	lv := &live{}
+	tl := &timeline{start: time.Now()}
+	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, tl)
+	stock, err := setup(ctx, c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var longest time.Duration
+	for _, s := range cfg.Scenarios {
+		longest = max(longest, s.total())
+	}
+	start := time.Now()
+	tl.start = start
+	stop := showProgress(progress, lv, start, longest)
+	var mu sync.Mutex
+	var all []*vuStats
+	var wg sync.WaitGroup
+	for _, s := range cfg.Scenarios {
+		wk := newWorker(c, s.Workload, s.Executor == ConstantArrivalRate || s.Executor == RampingArrivalRate)
+		wg.Go(func() {
+			stats := runScenario(ctx, s, lv, wk.iterate)
+			mu.Lock()
+			all = append(all, stats...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stop()
+	sold := map[string]int64{}
+	for _, v := range all {
+		for sku, n := range v.soldUnits {
+			sold[sku] += n
+		}
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	sum := summarize(elapsed, all, lv, tl, teardown(actx, c, stock, sold))
+	sum.judge(cfg)
+	return sum, nil
+}
+
+// showProgress prints one live line a second until stopped.
+func showProgress(w io.Writer, lv *live, start time.Time, total time.Duration) func() {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		var lastReqs int64
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-tick.C:
+			}
+			reqs, failed := lv.reqs.Load(), lv.failed.Load()
+			fmt.Fprintf(w, "\r\033[Krunning %s/%s  VUs %d  %d req/s  errors %.2f%%  dropped %d",
+				time.Since(start).Round(time.Second), total, lv.vus.Load(), reqs-lastReqs,
+				100*ratio(failed, reqs), lv.dropped.Load())
+			lastReqs = reqs
+		}
+	}()
+	return func() { close(done); <-finished }
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Summary is the end-of-test result, as text (k6's layout) and JSON.
+type Summary struct {
+	Duration   time.Duration
+	reqDur     *hdrhistogram.Histogram
+	iterDur    *hdrhistogram.Histogram
+	Reqs       int64
+	Failed     int64
+	Checks     int64
+	ChecksFail int64
+	Iterations int64
+	Dropped    int64
+	Accepted   int64
+	Refused    int64
+	Cancelled  int64
+	Abandoned  int64
+	BytesIn    int64
+	BytesOut   int64
+	MaxVUs     int64
+	Audit      Audit
+	Verdicts   []Verdict
+	Timeline   []Point
+}
+
+// Verdict is one threshold's outcome.
+type Verdict struct {
+	Metric string  `json:"metric"`
+	Expr   string  `json:"threshold"`
+	Actual float64 `json:"actual"`
+	Pass   bool    `json:"pass"`
+}
+
+// Point is one second of the run.
+type Point struct {
+	Second int     `json:"second"`
+	Reqs   int64   `json:"reqs"`
+	Failed int64   `json:"failed"`
+	P50    float64 `json:"p50_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+}
+
+func summarize(d time.Duration, stats []*vuStats, lv *live, tl *timeline, audit Audit) *Summary {
+	s := &Summary{Duration: d, reqDur: newHist(), iterDur: newHist(), Audit: audit,
+		Dropped: lv.dropped.Load(), BytesIn: lv.bytesIn.Load(), BytesOut: lv.bytesOut.Load(), MaxVUs: lv.maxVUs.Load()}
+	for _, v := range stats {
+		s.reqDur.Merge(v.reqDur)
+		s.iterDur.Merge(v.iterDur)
+		s.Reqs += v.reqs
+		s.Failed += v.failed
+		s.Checks += v.checks
+		s.ChecksFail += v.checksFail
+		s.Iterations += v.iterations
+		s.Accepted += v.accepted
+		s.Refused += v.refused
+		s.Cancelled += v.cancelled
+		s.Abandoned += v.abandoned
+	}
+	// The audit's own checks: clients and service agree, and nothing is oversold.
+	s.Checks += 2
+	if len(audit.Mismatches) > 0 || !audit.ServerAudit {
+		s.ChecksFail++
+	}
+	if audit.Oversold > 0 || !audit.Consistent {
+		s.ChecksFail++
+	}
+	tl.mu.Lock()
+	for i, sec := range tl.secs {
+		s.Timeline = append(s.Timeline, Point{Second: i, Reqs: sec.reqs, Failed: sec.failed,
+			P50: ms(sec.lat.ValueAtQuantile(50)), P95: ms(sec.lat.ValueAtQuantile(95)), P99: ms(sec.lat.ValueAtQuantile(99))})
+	}
+	tl.mu.Unlock()
+	return s
+}
+
+func ms(us int64) float64 { return float64(us) / 1000 }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// value is what a threshold judges: durations in milliseconds.
+func (s *Summary) value(metric, agg string, p float64) float64 {
+	secs := s.Duration.Seconds()
+	counterOf := map[string]int64{"http_reqs": s.Reqs, "iterations": s.Iterations, "dropped_iterations": s.Dropped,
+		"orders_accepted": s.Accepted, "orders_refused": s.Refused, "oversold": s.Audit.Oversold,
+		"data_sent": s.BytesOut, "data_received": s.BytesIn}
+	switch metric {
+	case "http_req_duration", "iteration_duration":
+		h := s.reqDur
+		if metric == "iteration_duration" {
+			h = s.iterDur
+		}
+		switch agg {
+		case "avg":
+			return h.Mean() / 1000
+		case "min":
+			return ms(h.Min())
+		case "max":
+			return ms(h.Max())
+		case "med":
+			return ms(h.ValueAtQuantile(50))
+		default:
+			return ms(h.ValueAtQuantile(p))
+		}
+	case "http_req_failed":
+		return ratio(s.Failed, s.Reqs)
+	case "checks":
+		return ratio(s.Checks-s.ChecksFail, s.Checks)
+	case "vus":
+		return float64(s.MaxVUs)
+	}
+	n := counterOf[metric]
+	if agg == "rate" && secs > 0 {
+		return float64(n) / secs
+	}
+	return float64(n)
+}
+
+func (s *Summary) judge(cfg Config) bool {
+	pass := true
+	metrics := make([]string, 0, len(cfg.Thresholds))
+	for m := range cfg.Thresholds {
+		metrics = append(metrics, m)
+	}
+	slices.Sort(metrics)
+	for _, m := range metrics {
+		for _, e := range cfg.Thresholds[m] {
+			t, _ := ParseThreshold(m, e) // validated before the run
+			ok, v := t.Evaluate(s)
+			s.Verdicts = append(s.Verdicts, Verdict{Metric: m, Expr: e, Actual: v, Pass: ok})
+			pass = pass && ok
+		}
+	}
+	return pass
+}
+
+func dur(msv float64) string {
+	d := time.Duration(msv * float64(time.Millisecond))
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", msv)
+	default:
+		return fmt.Sprintf("%.0fµs", msv*1000)
+	}
+}
+
+func bytesHuman(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// WriteText prints the summary in k6's layout.
+func (s *Summary) WriteText(w io.Writer) {
+	secs := s.Duration.Seconds()
+	line := func(name, format string, args ...any) {
+		fmt.Fprintf(w, "     %s%s: %s\n", name, strings.Repeat(".", max(2, 32-len(name))), fmt.Sprintf(format, args...))
+	}
+	trendLine := func(name string, h *hdrhistogram.Histogram) {
+		line(name, "avg=%s min=%s med=%s max=%s p(90)=%s p(95)=%s p(99)=%s",
+			dur(h.Mean()/1000), dur(ms(h.Min())), dur(ms(h.ValueAtQuantile(50))), dur(ms(h.Max())),
+			dur(ms(h.ValueAtQuantile(90))), dur(ms(h.ValueAtQuantile(95))), dur(ms(h.ValueAtQuantile(99))))
+	}
+	perSec := func(n int64) float64 {
+		if secs == 0 {
+			return 0
+		}
+		return float64(n) / secs
+	}
+	fmt.Fprintln(w)
+	line("checks", "%.2f%% ✓ %d ✗ %d", 100*ratio(s.Checks-s.ChecksFail, s.Checks), s.Checks-s.ChecksFail, s.ChecksFail)
+	line("data_received", "%s %s/s", bytesHuman(s.BytesIn), bytesHuman(int64(perSec(s.BytesIn))))
+	line("data_sent", "%s %s/s", bytesHuman(s.BytesOut), bytesHuman(int64(perSec(s.BytesOut))))
+	line("dropped_iterations", "%d %.1f/s", s.Dropped, perSec(s.Dropped))
+	trendLine("http_req_duration", s.reqDur)
+	line("http_req_failed", "%.2f%% ✓ %d ✗ %d", 100*ratio(s.Failed, s.Reqs), s.Failed, s.Reqs-s.Failed)
+	line("http_reqs", "%d %.1f/s", s.Reqs, perSec(s.Reqs))
+	trendLine("iteration_duration", s.iterDur)
+	line("iterations", "%d %.1f/s", s.Iterations, perSec(s.Iterations))
+	line("vus_max", "%d", s.MaxVUs)
+	line("orders_accepted", "%d (cancelled %d)", s.Accepted, s.Cancelled)
+	line("orders_refused", "%d", s.Refused)
+	line("units_stocked", "%d", s.Audit.Stocked)
+	line("units_sold", "%d by clients' count, %d by the service's", s.Audit.ClientSold, s.Audit.ServerSold)
+	line("oversold", "%d", s.Audit.Oversold)
+	for _, m := range s.Audit.Mismatches {
+		fmt.Fprintf(w, "     ✗ audit: %s\n", m)
+	}
+	if s.Audit.AuditProblem != "" {
+		fmt.Fprintf(w, "     ✗ audit: %s\n", s.Audit.AuditProblem)
+	}
+	if len(s.Verdicts) > 0 {
+		fmt.Fprintln(w, "\n     thresholds:")
+		for _, v := range s.Verdicts {
+			mark := "✓"
+			if !v.Pass {
+				mark = "✗"
+			}
+			fmt.Fprintf(w, "     %s %s %s (actual %.4g)\n", mark, v.Metric, v.Expr, v.Actual)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// WriteJSON writes the summary to path.
+func (s *Summary) WriteJSON(path string) error {
+	q := func(h *hdrhistogram.Histogram) map[string]float64 {
+		return map[string]float64{"avg": h.Mean() / 1000, "min": ms(h.Min()), "med": ms(h.ValueAtQuantile(50)),
+			"max": ms(h.Max()), "p(90)": ms(h.ValueAtQuantile(90)), "p(95)": ms(h.ValueAtQuantile(95)), "p(99)": ms(h.ValueAtQuantile(99))}
+	}
+	out := map[string]any{
+		"duration_s":            s.Duration.Seconds(),
+		"http_reqs":             s.Reqs,
+		"http_req_failed":       ratio(s.Failed, s.Reqs),
+		"http_req_duration_ms":  q(s.reqDur),
+		"iteration_duration_ms": q(s.iterDur),
+		"iterations":            s.Iterations,
+		"dropped_iterations":    s.Dropped,
+		"vus_max":               s.MaxVUs,
+		"checks":                ratio(s.Checks-s.ChecksFail, s.Checks),
+		"data_received":         s.BytesIn,
+		"data_sent":             s.BytesOut,
+		"orders_accepted":       s.Accepted,
+		"orders_refused":        s.Refused,
+		"orders_cancelled":      s.Cancelled,
+		"abandoned_attempts":    s.Abandoned,
+		"audit":                 s.Audit,
+		"oversold":              s.Audit.Oversold,
+		"thresholds":            s.Verdicts,
+		"timeline":              s.Timeline,
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// client talks to the service over HTTP only, counting the bytes on the wire.
+type client struct {
+	base  string
+	admin string
+	http  *http.Client
+	lv    *live
+	tl    *timeline
+}
+
+type countingConn struct {
+	net.Conn
+	lv *live
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.lv.bytesIn.Add(int64(n))
+	return n, err
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.lv.bytesOut.Add(int64(n))
+	return n, err
+}
+
+func newClient(base, admin string, timeout time.Duration, lv *live, tl *timeline) *client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{Conn: c, lv: lv}, nil
+		},
+		MaxIdleConns:        0, // no limit: one connection per VU, as k6 keeps them
+		MaxIdleConnsPerHost: 100_000,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &client{base: strings.TrimRight(base, "/"), admin: admin, lv: lv, tl: tl,
+		http: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+type answer struct {
+	status      int
+	contentType string
+	body        []byte
+	err         error
+}
+
+// do sends one request and records it; since is when its latency starts (the
+// scheduled start, for the first request of an arrival-rate iteration).
+func (c *client) do(ctx context.Context, vu *vuStats, method, path string, body []byte, hdr map[string]string, since time.Time, ok func(int) bool) answer {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	a := answer{}
+	resp, err := c.http.Do(req)
+	if err == nil {
+		a.status, a.contentType = resp.StatusCode, resp.Header.Get("Content-Type")
+		a.body, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+	}
+	a.err = err
+	if ctx.Err() != nil && err != nil {
+		return a // the run ended under this request: not an answer
+	}
+	d := time.Since(since)
+	failed := err != nil || !ok(a.status)
+	vu.reqs++
+	_ = vu.reqDur.RecordValue(max(1, d.Microseconds()))
+	if failed {
+		vu.failed++
+		c.lv.failed.Add(1)
+	}
+	c.lv.reqs.Add(1)
+	c.tl.record(time.Now(), d, failed)
+	return a
+}
+
+func check(vu *vuStats, pass bool) {
+	vu.checks++
+	if !pass {
+		vu.checksFail++
+	}
+}
+
+// worker is one scenario's workload.
+type worker struct {
+	c     *client
+	w     Workload
+	skus  []string
+	zipf  func(r *mrand.Rand) int
+	arriv bool
+}
+
+func newWorker(c *client, w Workload, arrival bool) *worker {
+	wk := &worker{c: c, w: w, arriv: arrival}
+	for i := range w.SKUs {
+		wk.skus = append(wk.skus, fmt.Sprintf("%s-%d", w.Prefix, i))
+	}
+	if w.Popularity == "zipf" {
+		// Zipf with s=1.1 over the SKUs: SKU 0 is the hottest.
+		cdf := make([]float64, w.SKUs)
+		var sum float64
+		for i := range cdf {
+			sum += 1 / math.Pow(float64(i+1), 1.1)
+			cdf[i] = sum
+		}
+		wk.zipf = func(r *mrand.Rand) int {
+			x := r.Float64() * sum
+			lo, hi := 0, len(cdf)-1
+			for lo < hi {
+				mid := (lo + hi) / 2
+				if cdf[mid] < x {
+					lo = mid + 1
+				} else {
+					hi = mid
+				}
+			}
+			return lo
+		}
+	}
+	return wk
+}
+
+func (wk *worker) pick(r *mrand.Rand) string {
+	if wk.zipf != nil {
+		return wk.skus[wk.zipf(r)]
+	}
+	return wk.skus[r.IntN(len(wk.skus))]
+}
+
+type item struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+type order struct {
+	ID    string `json:"id"`
+	Items []item `json:"items"`
+}
+
+func orderOK(s int) bool  { return s == http.StatusCreated || s == http.StatusConflict }
+func cancelOK(s int) bool { return s == http.StatusOK || s == http.StatusConflict }
+
+// iterate is one order: maybe multi-SKU, maybe retried with an Idempotency-Key
+// (maybe after abandoning the first attempt), maybe cancelled.
+func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time) {
+	r := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(vu.iterations)))
+	started := time.Now()
+	since := started
+	if wk.arriv {
+		since = scheduled
+	}
+	lines := []item{{SKU: wk.pick(r), Quantity: 1 + r.IntN(wk.w.MaxQuantity)}}
+	if r.Float64() < wk.w.MultiSKU && len(wk.skus) > 1 {
+		for range 1 + r.IntN(2) {
+			lines = append(lines, item{SKU: wk.pick(r), Quantity: 1 + r.IntN(wk.w.MaxQuantity)})
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"items": lines})
+	hdr := map[string]string{}
+	retry := r.Float64() < wk.w.Retry
+	if retry {
+		hdr["Idempotency-Key"] = randomKey()
+		if r.Float64() < wk.w.AbandonFirst {
+			// The client gives up before the answer, as one whose connection broke.
+			actx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			req, _ := http.NewRequestWithContext(actx, http.MethodPost, wk.c.base+"/v1/orders", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", hdr["Idempotency-Key"])
+			if resp, err := wk.c.http.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			cancel()
+			vu.abandoned++
+		}
+	}
+	a := wk.place(ctx, vu, body, hdr, since)
+	if ctx.Err() != nil && a.err != nil {
+		return
+	}
+	check(vu, orderOK(a.status))
+	if a.status >= 400 {
+		check(vu, strings.HasPrefix(a.contentType, "application/problem+json"))
+	}
+	if retry {
+		b := wk.place(ctx, vu, body, hdr, time.Now())
+		if ctx.Err() == nil && a.status != http.StatusServiceUnavailable && b.status != http.StatusServiceUnavailable {
+			check(vu, a.status == b.status && orderID(a.body) == orderID(b.body)) // the retry replays the first answer
+		}
+	}
+	switch a.status {
+	case http.StatusCreated:
+		vu.accepted++
+		var o order
+		_ = json.Unmarshal(a.body, &o)
+		for _, it := range o.Items {
+			vu.soldUnits[it.SKU] += int64(it.Quantity)
+		}
+		if r.Float64() < wk.w.Cancel && o.ID != "" {
+			c := wk.c.do(ctx, vu, http.MethodPost, "/v1/orders/"+o.ID+"/cancel", nil, nil, time.Now(), cancelOK)
+			check(vu, c.status == http.StatusOK)
+			if c.status == http.StatusOK {
+				vu.cancelled++
+				for _, it := range o.Items {
+					vu.soldUnits[it.SKU] -= int64(it.Quantity)
+				}
+			}
+		}
+	case http.StatusConflict:
+		vu.refused++
+	}
+	vu.iterations++
+	_ = vu.iterDur.RecordValue(max(1, time.Since(since).Microseconds()))
+}
+
+// place sends an order; with an Idempotency-Key, an answer that the first request
+// with that key is still running is followed by another try, as a client would.
+func (wk *worker) place(ctx context.Context, vu *vuStats, body []byte, hdr map[string]string, since time.Time) answer {
+	for try := 0; ; try++ {
+		a := wk.c.do(ctx, vu, http.MethodPost, "/v1/orders", body, hdr, since, orderOK)
+		if a.status != http.StatusConflict || !bytes.Contains(a.body, []byte("idempotency-key-running")) || try == 50 {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return a
+		case <-time.After(20 * time.Millisecond): // the client's back-off before asking again
+		}
+		since = time.Now()
+	}
+}
+
+func orderID(b []byte) string {
+	var o order
+	_ = json.Unmarshal(b, &o)
+	return o.ID
+}
+
+func randomKey() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
