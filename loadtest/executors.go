@@ -74,10 +74,17 @@ func stageValue(start float64, stages []Stage, elapsed time.Duration) float64 {
 	return from
 }
 
+// gracefulStop is how long iterations in flight at the end of a scenario may
+// take to finish, as k6's option of that name (default 30s) allows.
+const gracefulStop = 30 * time.Second
+
 // runVUs is the closed model: peak VUs loop iterations; VU i runs while
-// i < target(elapsed), so a ramp starts and parks VUs as it goes.
-func runVUs(ctx context.Context, peak int, d time.Duration, target func(time.Duration) int, lv *live, iterate iterateFunc) []*vuStats {
-	ctx, cancel := context.WithTimeout(ctx, d)
+// i < target(elapsed), so a ramp starts and parks VUs as it goes. No iteration
+// starts after d; those running then may finish within gracefulStop.
+func runVUs(parent context.Context, peak int, d time.Duration, target func(time.Duration) int, lv *live, iterate iterateFunc) []*vuStats {
+	ictx, icancel := context.WithTimeout(parent, d+gracefulStop)
+	defer icancel()
+	ctx, cancel := context.WithTimeout(parent, d)
 	defer cancel()
 	start := time.Now()
 	stats := make([]*vuStats, peak)
@@ -110,7 +117,7 @@ func runVUs(ctx context.Context, peak int, d time.Duration, target func(time.Dur
 					active = true
 					lv.vuDelta(1)
 				}
-				iterate(ctx, stats[i], time.Now())
+				iterate(ictx, stats[i], time.Now())
 			}
 		})
 	}
@@ -122,8 +129,8 @@ func runVUs(ctx context.Context, peak int, d time.Duration, target func(time.Dur
 // whatever the answers' latency; a start that finds no free VU, with maxVUs
 // already allocated, is dropped and counted.
 func runArrival(ctx context.Context, s Scenario, d time.Duration, due func(time.Duration) float64, lv *live, iterate iterateFunc) []*vuStats {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+	ictx, icancel := context.WithTimeout(ctx, d+gracefulStop)
+	defer icancel()
 	free := make(chan *vuStats, s.MaxVUs)
 	var all []*vuStats
 	for range s.PreAllocatedVUs {
@@ -175,7 +182,7 @@ func runArrival(ctx context.Context, s Scenario, d time.Duration, due func(time.
 		}
 		lv.vuDelta(1)
 		wg.Go(func() {
-			iterate(ctx, vu, scheduled)
+			iterate(ictx, vu, scheduled)
 			lv.vuDelta(-1)
 			free <- vu
 		})

@@ -106,8 +106,10 @@ func TestArrivalRateDropsWhatItCannotStart(t *testing.T) {
 	// dropped, not queued (an open model, no coordinated omission).
 	f := &fakeService{delay: 100 * time.Millisecond}
 	sum := runAgainst(t, f, Scenario{Executor: ConstantArrivalRate, Rate: 200, Duration: Duration(2 * time.Second), PreAllocatedVUs: 5, MaxVUs: 5})
-	within(t, "dropped", float64(sum.Dropped), 300, 0.15)
-	within(t, "iterations", float64(sum.Iterations), 100, 0.15)
+	within(t, "iterations run or dropped", float64(sum.Iterations+sum.Dropped), 400, 0.05)
+	if sum.Iterations > 5*20+5 || sum.Dropped < 250 {
+		t.Errorf("%d iterations and %d dropped: 5 VUs at 100ms can run 105 at most", sum.Iterations, sum.Dropped)
+	}
 	if p := sum.value("iteration_duration", "p", 50); p < 100 {
 		t.Errorf("iteration p50 %.1fms is under the service's 100ms", p)
 	}
