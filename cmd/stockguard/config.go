@@ -38,9 +38,10 @@ type migrateConfig struct {
 // envFlags defines flags whose defaults come from environment variables, and
 // names the variable in each flag's help.
 type envFlags struct {
-	fs     *flag.FlagSet
-	getenv func(string) string
-	errs   []error
+	fs      *flag.FlagSet
+	getenv  func(string) string
+	errs    []error
+	secrets []func(set map[string]bool)
 }
 
 func (e *envFlags) str(p *string, name, env, def, help string) {
@@ -48,6 +49,17 @@ func (e *envFlags) str(p *string, name, env, def, help string) {
 		def = v
 	}
 	e.fs.StringVar(p, name, def, help+" ($"+env+")")
+}
+
+// secret is str for values that must not show in --help: the environment's
+// value applies when the flag is not given, but is not printed as its default.
+func (e *envFlags) secret(p *string, name, env, def, help string) {
+	e.fs.StringVar(p, name, def, help+" ($"+env+")")
+	e.secrets = append(e.secrets, func(set map[string]bool) {
+		if v := e.getenv(env); v != "" && !set[name] {
+			*p = v
+		}
+	})
 }
 
 func (e *envFlags) duration(p *time.Duration, name, env string, def time.Duration, help string) {
@@ -86,6 +98,11 @@ func (e *envFlags) parse(args []string) error {
 	if e.fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(e.fs.Args(), " "))
 	}
+	set := map[string]bool{}
+	e.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, apply := range e.secrets {
+		apply(set)
+	}
 	return errors.Join(e.errs...)
 }
 
@@ -98,9 +115,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	var c serveConfig
 	e := newFlags("serve", getenv, stderr)
 	e.str(&c.addr, "addr", "STOCKGUARD_ADDR", ":8080", "address to listen on")
-	e.str(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
-	e.str(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
-	e.str(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, audit); empty turns it off")
+	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
+	e.secret(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
+	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, audit); empty turns it off")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.StrategyLock), "how orders are serialized: lock, or unsafe (oversells; needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
@@ -124,13 +141,16 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 {
 		return c, errors.New("lock-ttl, lock-wait and request-timeout must be positive")
 	}
+	if c.shutdownTimeout < c.requestTimeout {
+		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
+	}
 	return c, nil
 }
 
 func parseMigrate(args []string, getenv func(string) string, stderr io.Writer) (migrateConfig, error) {
 	var c migrateConfig
 	e := newFlags("migrate", getenv, stderr)
-	e.str(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
+	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	logFlags(e, &c.logLevel, &c.logFormat)
 	return c, e.parse(args)
 }

@@ -327,11 +327,13 @@ func TestReplicasNeverOversell(t *testing.T) {
 	rdb := c.redis.Client(t)
 	keys := lock.Keys{Namespace: c.redis.Namespace}
 	for _, s := range stocks {
-		v, err := rdb.Get(ctx, keys.Tag(s.SKU)+":stock").Int64()
+		raw, err := rdb.Get(ctx, keys.Tag(s.SKU)+":stock").Result()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
-		if err != nil || v != s.Available {
+		avail, _, _ := strings.Cut(raw, ":") // <available>:<fence>
+		v, perr := strconv.ParseInt(avail, 10, 64)
+		if err != nil || perr != nil || v != s.Available {
 			t.Errorf("%s: cache %d (%v), database %d", s.SKU, v, err, s.Available)
 		}
 	}

@@ -66,7 +66,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	defer func() { _ = locks.Close() }()
 
 	store := gormstore.New(db, time.Now, cfg.requestTimeout)
-	svc := orders.NewService(orders.Config{Strategy: orders.Strategy(cfg.strategy)}, store,
+	// A claim on an Idempotency-Key may be taken over only once no request could
+	// still be running under it.
+	stale := max(time.Minute, 2*(cfg.requestTimeout+cfg.lockTTL))
+	svc := orders.NewService(orders.Config{Strategy: orders.Strategy(cfg.strategy), IdempotencyStale: stale}, store,
 		rediscache.NewCache(rdb, keys, time.Hour), rediscache.NewLocker(locks), obs, log, time.Now)
 	ready := func(ctx context.Context) error {
 		return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
@@ -105,6 +108,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close() // drop what is left before the connections under it close
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
@@ -139,8 +143,32 @@ func openRedis(url string, log *slog.Logger) (redis.UniversalClient, func(), err
 		return nil, nil, fmt.Errorf("embedded redis: %w", err)
 	}
 	log.Warn("REDIS_URL is not set: using an embedded Redis; replicas cannot share it", "addr", mr.Addr())
+	stop := keepTime(mr)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
+	return rdb, func() { _ = rdb.Close(); stop(); mr.Close() }, nil
+}
+
+// keepTime makes miniredis expire keys in real time (it only moves its clock when
+// told): leases must run out for a crashed holder's SKU to come free (I5).
+func keepTime(mr *miniredis.Miniredis) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func migrate(ctx context.Context, cfg migrateConfig, stderr io.Writer) error {

@@ -19,6 +19,11 @@ type migration struct {
 
 var migrations = []migration{
 	{1, "skus, orders, order lines, stock ledger, idempotency records", func(tx *gorm.DB) error {
+		if tx.Name() == "mysql" {
+			// SKUs and keys compare byte for byte, as on the other databases: MySQL's
+			// default collation would make A-1 and a-1 one SKU.
+			tx = tx.Set("gorm:table_options", "CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+		}
 		return tx.Migrator().CreateTable(&skuRow{}, &orderRow{}, &lineRow{}, &ledgerRow{}, &idempotencyRow{})
 	}},
 }

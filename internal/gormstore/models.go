@@ -17,7 +17,7 @@ func (skuRow) TableName() string { return "skus" }
 type orderRow struct {
 	ID             string     `gorm:"column:id;primaryKey;size:40"`
 	Status         string     `gorm:"column:status;size:16;not null"`
-	IdempotencyKey *string    `gorm:"column:idempotency_key;size:255"`
+	IdempotencyKey *string    `gorm:"column:idempotency_key;size:255;uniqueIndex:idx_orders_idempotency_key"`
 	CreatedAt      time.Time  `gorm:"column:created_at;not null"`
 	CancelledAt    *time.Time `gorm:"column:cancelled_at"`
 }
@@ -49,6 +49,7 @@ type idempotencyRow struct {
 	Key       string    `gorm:"column:idem_key;primaryKey;size:255"`
 	Hash      string    `gorm:"column:request_hash;size:64;not null"`
 	State     string    `gorm:"column:state;size:16;not null"` // running, done
+	Claim     string    `gorm:"column:claim;size:40;not null"` // the request (order id) running or done under the key
 	OrderID   *string   `gorm:"column:order_id;size:40"`
 	ShortSKUs string    `gorm:"column:short_skus;size:4000;not null;default:''"`
 	CreatedAt time.Time `gorm:"column:created_at;not null"`

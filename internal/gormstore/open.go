@@ -86,6 +86,7 @@ func mysqlDSN(raw string) (string, error) {
 	q := u.Query()
 	q.Set("parseTime", "true")
 	q.Set("loc", "UTC")
+	q.Set("interpolateParams", "true") // one round trip per statement, not prepare + execute
 	if !q.Has("timeout") {
 		q.Set("timeout", "5s")
 	}

@@ -153,8 +153,15 @@ func insertOrder(tx *gorm.DB, o orders.Order, fences orders.Fences, key string) 
 	if key == "" {
 		return nil
 	}
-	return tx.Model(&idempotencyRow{}).Where("idem_key = ?", key).
-		Updates(map[string]any{"state": stateDone, "order_id": o.ID, "updated_at": o.CreatedAt}).Error
+	res := tx.Model(&idempotencyRow{}).Where("idem_key = ? AND claim = ? AND state = ?", key, o.ID, stateRunning).
+		Updates(map[string]any{"state": stateDone, "order_id": o.ID, "updated_at": o.CreatedAt})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected != 1 { // our claim was taken over: the other request owns the key
+		return orders.ErrIdempotencyRunning
+	}
+	return nil
 }
 
 // PlaceUnguarded is the unsafe strategy's read-modify-write: the stock is read
@@ -292,6 +299,8 @@ func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 	for i, l := range lines {
 		o.Items[i] = orders.Item{SKU: l.SKU, Quantity: int(l.Quantity)}
 	}
+	// Sorted as Go sorts, like the 201 was: the database's collation may differ.
+	slices.SortFunc(o.Items, func(a, b orders.Item) int { return strings.Compare(a.SKU, b.SKU) })
 	return o, nil
 }
 
@@ -329,12 +338,12 @@ func (s *Store) Stocks(ctx context.Context) ([]orders.Stock, error) {
 }
 
 // ClaimIdempotency records a running request under key, or says why not.
-func (s *Store) ClaimIdempotency(ctx context.Context, key, hash string, staleAfter time.Duration) (*orders.Outcome, error) {
+func (s *Store) ClaimIdempotency(ctx context.Context, key, hash, claim string, staleAfter time.Duration) (*orders.Outcome, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	for range 2 { // a claim dropped between our insert and our read: try once more
 		now := s.now()
-		err := db.Create(&idempotencyRow{Key: key, Hash: hash, State: stateRunning, CreatedAt: now, UpdatedAt: now}).Error
+		err := db.Create(&idempotencyRow{Key: key, Hash: hash, State: stateRunning, Claim: claim, CreatedAt: now, UpdatedAt: now}).Error
 		if err == nil {
 			return nil, nil
 		}
@@ -367,7 +376,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, key, hash string, staleAft
 		// The claim is stale (its replica died): take it over, unless someone else
 		// just did.
 		res := db.Model(&idempotencyRow{}).Where("idem_key = ? AND state = ? AND updated_at < ?", key, stateRunning, now.Add(-staleAfter)).
-			Update("updated_at", now)
+			Updates(map[string]any{"updated_at": now, "claim": claim})
 		if res.Error != nil {
 			return nil, unavailable("take over idempotency key", res.Error)
 		}
@@ -380,20 +389,20 @@ func (s *Store) ClaimIdempotency(ctx context.Context, key, hash string, staleAft
 }
 
 // SettleIdempotency stores a refusal's outcome for replay.
-func (s *Store) SettleIdempotency(ctx context.Context, key string, o orders.Outcome) error {
+func (s *Store) SettleIdempotency(ctx context.Context, key, claim string, o orders.Outcome) error {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	short := slices.Clone(o.ShortSKUs)
 	slices.Sort(short)
-	err := db.Model(&idempotencyRow{}).Where("idem_key = ? AND state = ?", key, stateRunning).
+	err := db.Model(&idempotencyRow{}).Where("idem_key = ? AND claim = ? AND state = ?", key, claim, stateRunning).
 		Updates(map[string]any{"state": stateDone, "short_skus": strings.Join(short, ","), "updated_at": s.now()}).Error
 	return unavailable("settle idempotency key", err)
 }
 
 // ReleaseIdempotency drops a running claim.
-func (s *Store) ReleaseIdempotency(ctx context.Context, key string) error {
+func (s *Store) ReleaseIdempotency(ctx context.Context, key, claim string) error {
 	db, cancel := s.conn(ctx)
 	defer cancel()
-	err := db.Where("idem_key = ? AND state = ?", key, stateRunning).Delete(&idempotencyRow{}).Error
+	err := db.Where("idem_key = ? AND claim = ? AND state = ?", key, claim, stateRunning).Delete(&idempotencyRow{}).Error
 	return unavailable("release idempotency key", err)
 }

@@ -111,8 +111,12 @@ func testPlace(t *testing.T, kind string) {
 	if err := s.DB().Exec("UPDATE skus SET available = -1 WHERE sku = 'A-1'").Error; err == nil {
 		t.Fatal("the CHECK constraint let available go negative")
 	}
+	// SKUs are case-sensitive on every database (MySQL's default collation is not).
+	mustRestock(t, s, "a-1", 7, 1)
+	wantStock(t, s, orders.Stock{SKU: "a-1", Available: 7, Sold: 0, Stocked: 7})
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 5, Sold: 0, Stocked: 5})
 	audit := mustAudit(t, s)
-	if !audit.Consistent || audit.Oversold != 0 || len(audit.SKUs) != 2 {
+	if !audit.Consistent || audit.Oversold != 0 || len(audit.SKUs) != 3 {
 		t.Fatalf("audit %+v", audit)
 	}
 }
@@ -144,51 +148,65 @@ func testFencing(t *testing.T, kind string) {
 func testIdempotency(t *testing.T, kind string) {
 	s, clk := newStore(t, kind)
 	ctx := context.Background()
-	mustRestock(t, s, "A-1", 1, 1)
+	mustRestock(t, s, "A-1", 5, 1)
 
-	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", time.Minute); out != nil || err != nil {
+	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", "o1", time.Minute); out != nil || err != nil {
 		t.Fatalf("first claim: %v %v", out, err)
 	}
-	if _, err := s.ClaimIdempotency(ctx, "k1", "h1", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
+	if _, err := s.ClaimIdempotency(ctx, "k1", "h1", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
 		t.Fatalf("claim while running: %v", err)
 	}
-	if _, err := s.ClaimIdempotency(ctx, "k1", "h2", time.Minute); !errors.Is(err, orders.ErrIdempotencyMismatch) {
+	if _, err := s.ClaimIdempotency(ctx, "k1", "h2", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyMismatch) {
 		t.Fatalf("claim with another body: %v", err)
+	}
+	// Keys and SKUs are case-sensitive on every database.
+	if out, err := s.ClaimIdempotency(ctx, "K1", "h9", "x", time.Minute); out != nil || err != nil {
+		t.Fatalf("a key differing in case is another key: %v %v", out, err)
 	}
 	if _, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 2}, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", time.Minute); err != nil || out == nil || out.OrderID != "o1" {
+	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", "x", time.Minute); err != nil || out == nil || out.OrderID != "o1" {
 		t.Fatalf("replay: %+v %v, want order o1", out, err)
 	}
 
 	// A refusal is replayed too.
-	if _, err := s.ClaimIdempotency(ctx, "k2", "h", time.Minute); err != nil {
+	if _, err := s.ClaimIdempotency(ctx, "k2", "h", "c2", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleIdempotency(ctx, "k2", orders.Outcome{ShortSKUs: []string{"B", "A"}}); err != nil {
+	if err := s.SettleIdempotency(ctx, "k2", "c2", orders.Outcome{ShortSKUs: []string{"B", "A"}}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.ClaimIdempotency(ctx, "k2", "h", time.Minute); err != nil || out == nil || len(out.ShortSKUs) != 2 || out.ShortSKUs[0] != "A" {
+	if out, err := s.ClaimIdempotency(ctx, "k2", "h", "x", time.Minute); err != nil || out == nil || len(out.ShortSKUs) != 2 || out.ShortSKUs[0] != "A" {
 		t.Fatalf("replayed refusal: %+v %v", out, err)
 	}
 
-	// A released claim runs anew; a stale one is taken over, once.
-	if _, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); err != nil {
+	// A released claim runs anew; a stale one is taken over, once, and the request
+	// that lost it can neither release, settle nor place under the key.
+	if _, err := s.ClaimIdempotency(ctx, "k3", "h", "c3", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseIdempotency(ctx, "k3"); err != nil {
+	if err := s.ReleaseIdempotency(ctx, "k3", "c3"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); out != nil || err != nil {
+	if out, err := s.ClaimIdempotency(ctx, "k3", "h", "old", time.Minute); out != nil || err != nil {
 		t.Fatalf("claim after release: %v %v", out, err)
 	}
 	clk.add(2 * time.Minute)
-	if out, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); out != nil || err != nil {
+	if out, err := s.ClaimIdempotency(ctx, "k3", "h", "new", time.Minute); out != nil || err != nil {
 		t.Fatalf("taking over a stale claim: %v %v", out, err)
 	}
-	if _, err := s.ClaimIdempotency(ctx, "k3", "h", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
+	if _, err := s.ClaimIdempotency(ctx, "k3", "h", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
 		t.Fatalf("a fresh takeover must block the next: %v", err)
+	}
+	if err := s.ReleaseIdempotency(ctx, "k3", "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Place(ctx, order("old", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 3}, "k3"); !errors.Is(err, orders.ErrIdempotencyRunning) {
+		t.Fatalf("the request that lost its claim placed an order: %v", err)
+	}
+	if _, err := s.ClaimIdempotency(ctx, "k3", "h", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
+		t.Fatalf("the old request released the new one's claim: %v", err)
 	}
 }
 

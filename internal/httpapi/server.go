@@ -75,8 +75,8 @@ func New(cfg Config, svc Orders, ready func(ctx context.Context) error, metrics 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.ContextWithFallback = true // c.Request.Context() is what handlers pass on
-	r.Use(s.recover, s.observe, s.deadline)
+	r.ContextWithFallback = true            // c.Request.Context() is what handlers pass on
+	r.Use(s.observe, s.recover, s.deadline) // observe outermost: it sees the 500 of a panic
 	s.routes(r)
 	return r
 }
@@ -85,6 +85,9 @@ func New(cfg Config, svc Orders, ready func(ctx context.Context) error, metrics 
 func (s *server) recover(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler { //nolint:errorlint // a sentinel passed to panic, compared as net/http does
+				panic(v) // net/http's own way to abort a response: let it do so
+			}
 			s.log.ErrorContext(c.Request.Context(), "panic in handler", "panic", v, "path", c.Request.URL.Path)
 			s.problem(c, errPanic)
 		}

@@ -37,12 +37,15 @@ type Store interface {
 	// returns the outcome to replay when one is stored, ErrIdempotencyMismatch when
 	// hash differs from the stored one, and ErrIdempotencyRunning while another
 	// claim younger than staleAfter runs.
-	ClaimIdempotency(ctx context.Context, key, hash string, staleAfter time.Duration) (*Outcome, error)
+	// The claim names the request (its order's id): Place, Settle and Release act
+	// only on a record still claimed by it, so a request whose claim was taken over
+	// cannot settle another's.
+	ClaimIdempotency(ctx context.Context, key, hash, claim string, staleAfter time.Duration) (*Outcome, error)
 	// SettleIdempotency stores the outcome of a refused request for replay.
-	SettleIdempotency(ctx context.Context, key string, o Outcome) error
+	SettleIdempotency(ctx context.Context, key, claim string, o Outcome) error
 	// ReleaseIdempotency drops a running claim whose request ended without an
 	// answer worth replaying (the lock was busy, say), so that a retry runs anew.
-	ReleaseIdempotency(ctx context.Context, key string) error
+	ReleaseIdempotency(ctx context.Context, key, claim string) error
 }
 
 // Outcome is what an idempotency record replays: the order placed, or the SKUs
@@ -53,10 +56,12 @@ type Outcome struct {
 }
 
 // Cache keeps available stock per SKU in Redis for the check before the write.
-// Only a lock holder writes it, and only after a commit.
+// Only a lock holder writes it, and only after a commit. Writes are fenced like
+// the database's: a value written under an older token than the cached one is
+// dropped, so a holder that lost its lock cannot overwrite a newer value.
 type Cache interface {
 	Get(ctx context.Context, skus []string) (map[string]int64, error) // hits only
-	Set(ctx context.Context, available map[string]int64) error
+	Set(ctx context.Context, available map[string]int64, fences Fences) error
 	Delete(ctx context.Context, skus []string) error
 }
 
@@ -142,9 +147,10 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 	if err != nil {
 		return Placed{}, err
 	}
+	o := Order{ID: newID(s.now()), Status: StatusPlaced, Items: items, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	key := req.IdempotencyKey
 	if key != "" {
-		replay, err := s.store.ClaimIdempotency(ctx, key, hashItems(items), s.cfg.IdempotencyStale)
+		replay, err := s.store.ClaimIdempotency(ctx, key, hashItems(items), o.ID, s.cfg.IdempotencyStale)
 		if err != nil {
 			return Placed{}, err
 		}
@@ -152,7 +158,6 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 			return s.replay(ctx, *replay)
 		}
 	}
-	o := Order{ID: newID(s.now()), Status: StatusPlaced, Items: items, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	if s.cfg.Strategy == StrategyUnsafe {
 		err = s.store.PlaceUnguarded(ctx, o, key)
 	} else {
@@ -161,7 +166,7 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 		})
 	}
 	if err != nil {
-		s.settle(ctx, key, err)
+		s.settle(ctx, key, o.ID, err)
 		s.obs.OrderRefused(reason(err))
 		return Placed{}, err
 	}
@@ -173,7 +178,7 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 // database, update the cache after the commit.
 func (s *Service) placeLocked(ctx context.Context, o Order, fences Fences, key string) error {
 	skus := SKUs(o.Items)
-	available, err := s.available(ctx, skus)
+	available, err := s.available(ctx, skus, fences)
 	if err != nil {
 		return err
 	}
@@ -182,16 +187,18 @@ func (s *Service) placeLocked(ctx context.Context, o Order, fences Fences, key s
 	}
 	after, err := s.store.Place(ctx, o, fences, key)
 	if err != nil {
-		s.afterRefusal(ctx, skus, err)
+		s.afterRefusal(ctx, skus, fences, available, err)
 		return err
 	}
-	s.setCache(ctx, after)
+	s.setCache(ctx, after, fences)
 	return nil
 }
 
-// afterRefusal repairs the cache when the database disagreed with it, and counts a
-// refused fence.
-func (s *Service) afterRefusal(ctx context.Context, skus []string, err error) {
+// afterRefusal repairs the cache when the database disagreed with what it
+// allowed, counts a refused fence, and drops the entries after any other error:
+// the write may have committed or not (a lost connection), and the next holder
+// must read the database rather than a value that may be stale (I4).
+func (s *Service) afterRefusal(ctx context.Context, skus []string, fences Fences, cached map[string]int64, err error) {
 	var stale *StaleFenceError
 	switch {
 	case errors.As(err, &stale):
@@ -202,19 +209,20 @@ func (s *Service) afterRefusal(ctx context.Context, skus []string, err error) {
 			s.deleteCache(ctx, skus)
 			return
 		}
-		cached, _ := s.cacheGet(ctx, skus)
 		for sku, v := range fresh {
 			if c, ok := cached[sku]; ok && c != v {
 				s.obs.CacheRepaired(sku)
 			}
 		}
-		s.setCache(ctx, fresh)
+		s.setCache(ctx, fresh, fences)
+	default:
+		s.deleteCache(ctx, skus)
 	}
 }
 
 // available reads the cache and loads what it misses from the database (and into
 // the cache: the caller holds the locks). SKUs that do not exist have none.
-func (s *Service) available(ctx context.Context, skus []string) (map[string]int64, error) {
+func (s *Service) available(ctx context.Context, skus []string, fences Fences) (map[string]int64, error) {
 	out, err := s.cacheGet(ctx, skus)
 	if err != nil {
 		s.log.WarnContext(ctx, "cache read failed; reading the database", "err", err)
@@ -233,7 +241,7 @@ func (s *Service) available(ctx context.Context, skus []string) (map[string]int6
 	if err != nil {
 		return nil, err
 	}
-	s.setCache(ctx, loaded)
+	s.setCache(ctx, loaded, fences)
 	for sku, v := range loaded {
 		out[sku] = v
 	}
@@ -248,13 +256,13 @@ func (s *Service) cacheGet(ctx context.Context, skus []string) (map[string]int64
 
 // setCache writes values after a commit. If it fails the entries are deleted, so
 // that the next holder reads the database rather than a stale value (I4).
-func (s *Service) setCache(ctx context.Context, values map[string]int64) {
+func (s *Service) setCache(ctx context.Context, values map[string]int64, fences Fences) {
 	if len(values) == 0 {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	if err := s.cache.Set(cctx, values); err != nil {
+	if err := s.cache.Set(cctx, values, fences); err != nil {
 		s.log.WarnContext(ctx, "cache update failed; dropping the entries", "err", err)
 		skus := make([]string, 0, len(values))
 		for sku := range values {
@@ -274,7 +282,7 @@ func (s *Service) deleteCache(ctx context.Context, skus []string) {
 
 // settle stores a refusal worth replaying under the idempotency key, or drops the
 // claim so that a retry runs anew.
-func (s *Service) settle(ctx context.Context, key string, err error) {
+func (s *Service) settle(ctx context.Context, key, claim string, err error) {
 	if key == "" {
 		return
 	}
@@ -282,9 +290,9 @@ func (s *Service) settle(ctx context.Context, key string, err error) {
 	var short *InsufficientStockError
 	var serr error
 	if errors.As(err, &short) {
-		serr = s.store.SettleIdempotency(ctx, key, Outcome{ShortSKUs: short.SKUs})
+		serr = s.store.SettleIdempotency(ctx, key, claim, Outcome{ShortSKUs: short.SKUs})
 	} else {
-		serr = s.store.ReleaseIdempotency(ctx, key)
+		serr = s.store.ReleaseIdempotency(ctx, key, claim)
 	}
 	if serr != nil {
 		s.log.ErrorContext(ctx, "idempotency record not settled", "key", key, "err", serr)
@@ -315,10 +323,10 @@ func (s *Service) Cancel(ctx context.Context, id string) (Order, error) {
 	err = s.locker.WithLocks(ctx, SKUs(o.Items), func(ctx context.Context, fences Fences) error {
 		cancelled, after, err := s.store.Cancel(ctx, id, fences, s.now().UTC())
 		if err != nil {
-			s.afterRefusal(ctx, SKUs(o.Items), err)
+			s.afterRefusal(ctx, SKUs(o.Items), fences, nil, err)
 			return err
 		}
-		s.setCache(ctx, after)
+		s.setCache(ctx, after, fences)
 		out = cancelled
 		return nil
 	})
@@ -340,10 +348,10 @@ func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (Stoc
 	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, fences Fences) error {
 		available, err := s.store.Restock(ctx, sku, quantity, fences[sku])
 		if err != nil {
-			s.afterRefusal(ctx, []string{sku}, err)
+			s.afterRefusal(ctx, []string{sku}, fences, nil, err)
 			return err
 		}
-		s.setCache(ctx, map[string]int64{sku: available})
+		s.setCache(ctx, map[string]int64{sku: available}, fences)
 		return nil
 	})
 	if err != nil {

@@ -167,7 +167,10 @@ func TestCacheIsRepairedWhenTheDatabaseDisagrees(t *testing.T) {
 		if _, err := r.svc.Restock(ctx, "A", 1); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.cache.Set(ctx, map[string]int64{"A": 50}); err != nil { // a cache gone wrong
+		if err := r.cache.Delete(ctx, []string{"A"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.cache.Set(ctx, map[string]int64{"A": 50}, orders.Fences{"A": 1}); err != nil { // a cache gone wrong
 			t.Fatal(err)
 		}
 		_, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}})

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -86,11 +87,12 @@ func (c *Cache) Get(ctx context.Context, skus []string) (map[string]int64, error
 	out := make(map[string]int64, len(skus))
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
-		if errors.Is(err, redis.Nil) {
-			continue
+		if err != nil {
+			continue // redis.Nil: a miss
 		}
-		n, perr := strconv.ParseInt(v, 10, 64)
-		if err != nil || perr != nil {
+		avail, _, _ := strings.Cut(v, ":") // <available>:<fence>
+		n, err := strconv.ParseInt(avail, 10, 64)
+		if err != nil {
 			continue // an unreadable entry is a miss
 		}
 		out[skus[i]] = n
@@ -98,18 +100,53 @@ func (c *Cache) Get(ctx context.Context, skus []string) (map[string]int64, error
 	return out, nil
 }
 
-// Set stores available stock per SKU.
-func (c *Cache) Set(ctx context.Context, available map[string]int64) error {
-	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for sku, n := range available {
-			p.Set(ctx, c.Key(sku), n, c.ttl)
+// setScript stores <available>:<fence> unless the entry holds a newer fence.
+// KEYS: cache key   ARGV: available, fence, ttl ms
+var setScript = redis.NewScript(`
+local cur = redis.call('get', KEYS[1])
+if cur then
+  local f = tonumber(string.match(cur, ':(%d+)$'))
+  if f and f > tonumber(ARGV[2]) then return 0 end
+end
+redis.call('set', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'PX', ARGV[3])
+return 1
+`)
+
+// Set stores available stock per SKU, fenced: an entry written under a newer
+// token than fences[sku] is left alone.
+func (c *Cache) Set(ctx context.Context, available map[string]int64, fences orders.Fences) error {
+	ttl := c.ttl.Milliseconds()
+	set := func() error {
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sku, n := range available {
+				setScript.EvalSha(ctx, p, []string{c.Key(sku)}, n, fences[sku], ttl)
+			}
+			return nil
+		})
+		return err
+	}
+	err := set()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A pipeline cannot fall back to EVAL command by command: load the script
+		// (on every node of a Cluster) and try once more.
+		if lerr := c.loadScript(ctx); lerr != nil {
+			return fmt.Errorf("cache set: %w", lerr)
 		}
-		return nil
-	})
+		err = set()
+	}
 	if err != nil {
 		return fmt.Errorf("cache set: %w", err)
 	}
 	return nil
+}
+
+func (c *Cache) loadScript(ctx context.Context) error {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return setScript.Load(ctx, m).Err()
+		})
+	}
+	return setScript.Load(ctx, c.rdb).Err()
 }
 
 // Delete drops the entries of the SKUs.

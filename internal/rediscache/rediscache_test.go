@@ -45,7 +45,11 @@ func TestCacheRoundTrip(t *testing.T) {
 	env := testenv.NewRedis(t)
 	c := rediscache.NewCache(env.Client(t), lock.Keys{Namespace: env.Namespace}, time.Minute)
 	ctx := context.Background()
-	if err := c.Set(ctx, map[string]int64{"A": 3, "B": 0}); err != nil {
+	if err := c.Set(ctx, map[string]int64{"A": 3, "B": 0}, orders.Fences{"A": 5, "B": 5}); err != nil {
+		t.Fatal(err)
+	}
+	// A holder with an older token (one that lost its lock) cannot overwrite.
+	if err := c.Set(ctx, map[string]int64{"A": 99}, orders.Fences{"A": 4}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Get(ctx, []string{"A", "B", "C"})

@@ -50,7 +50,8 @@
 // while fewer than a million tokens per second are taken for one resource
 // (MaxHandoffs+1 per lease obtained) and the Redis host's clock does not step back
 // across the restart; should it, the store refuses the new holders' writes (safe)
-// until the counter passes the stored token.
+// until the counter passes the stored token. The same seeding lets a counter
+// unused for a week expire instead of living forever.
 //
 // # Deadlines
 //

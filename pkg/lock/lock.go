@@ -429,7 +429,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 	if len(names) == 1 && c.opt.MaxHandoffs > 0 {
 		block = int64(c.opt.MaxHandoffs) + 1
 	}
-	tops, err := fenceScript.Run(ctx, c.rdb, fence, lk.Token()+lk.Metadata(), block).Int64Slice()
+	tops, err := fenceScript.Run(ctx, c.rdb, fence, lk.Token()+lk.Metadata(), block, fenceTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		if errors.Is(err, redis.Nil) { // gone already: the TTL is shorter than a round trip
 			return nil, redislock.ErrNotObtained

@@ -1,6 +1,10 @@
 package lock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // fenceScript issues fencing tokens to the current holder only: it checks that every
 // lock key still holds the caller's value, then reserves a block of tokens per
@@ -10,7 +14,11 @@ import "github.com/redis/go-redis/v9"
 // those issued before it as long as fewer than a million tokens per second were
 // taken for that resource.
 //
-// KEYS: lock1, fence1, lock2, fence2, ...   ARGV: value, block size
+// The same seeding lets a counter expire: one unused for a week (a resource no
+// longer sold, or a name someone made up) is dropped, and comes back above its
+// old value if the resource is locked again.
+//
+// KEYS: lock1, fence1, lock2, fence2, ...   ARGV: value, block size, counter TTL ms
 var fenceScript = redis.NewScript(`
 for i = 1, #KEYS, 2 do
   if redis.call('get', KEYS[i]) ~= ARGV[1] then return false end
@@ -23,10 +31,14 @@ for i = 2, #KEYS, 2 do
     local t = redis.call('time')
     n = redis.call('incrby', KEYS[i], t[1] .. string.format('%06d', tonumber(t[2])))
   end
+  redis.call('pexpire', KEYS[i], ARGV[3])
   tops[#tops + 1] = n
 end
 return tops
 `)
+
+// fenceTTL is how long an unused fence counter lives.
+const fenceTTL = 7 * 24 * time.Hour
 
 // releaseScript deletes the lock keys that still hold the caller's value and
 // announces each release on the namespace's channel, in one round trip. A key that
