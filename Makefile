@@ -22,8 +22,9 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: ## Run the benchmarks (pkg/lock against a private redis-server when on the PATH).
+bench: ## Run the benchmarks: pkg/lock (private redis-server), the load generator against wrk.
 	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x ./loadtest
 
 .PHONY: lint
 lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).

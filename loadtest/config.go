@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
 )
+
+var prefixRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
 
 // Duration is a time.Duration that reads "30s" in JSON and YAML.
 type Duration time.Duration
@@ -200,6 +203,9 @@ func (s *Scenario) validate() error {
 			errs = append(errs, errors.New("shares (multiSKU, retry, abandonFirst, cancel) are between 0 and 1"))
 			break
 		}
+	}
+	if w.Prefix != "" && !prefixRe.MatchString(w.Prefix) {
+		errs = append(errs, fmt.Errorf("prefix %q: 1 to 40 of A-Z a-z 0-9 . _ -", w.Prefix))
 	}
 	if w.Stock < 0 || w.SKUs < 1 || w.MaxQuantity < 1 || w.MaxQuantity > 1000 {
 		errs = append(errs, errors.New("workload: skus >= 1, stock >= 0, maxQuantity in 1..1000"))

@@ -12,7 +12,7 @@ type iterateFunc func(ctx context.Context, vu *vuStats, scheduled time.Time)
 
 // runScenario runs one scenario's executor until its time is up or ctx ends, and
 // returns every VU's stats.
-func runScenario(ctx context.Context, s Scenario, lv *live, iterate iterateFunc) []*vuStats {
+func runScenario(ctx context.Context, s Scenario, lv *live, newVU func() *vuStats, iterate iterateFunc) []*vuStats {
 	if d := time.Duration(s.StartTime); d > 0 {
 		select {
 		case <-time.After(d):
@@ -22,7 +22,7 @@ func runScenario(ctx context.Context, s Scenario, lv *live, iterate iterateFunc)
 	}
 	switch s.Executor {
 	case ConstantVUs:
-		return runVUs(ctx, s.VUs, time.Duration(s.Duration), func(time.Duration) int { return s.VUs }, lv, iterate)
+		return runVUs(ctx, s.VUs, time.Duration(s.Duration), func(time.Duration) int { return s.VUs }, lv, newVU, iterate)
 	case RampingVUs:
 		peak := s.StartVUs
 		for _, st := range s.Stages {
@@ -30,15 +30,15 @@ func runScenario(ctx context.Context, s Scenario, lv *live, iterate iterateFunc)
 		}
 		return runVUs(ctx, peak, s.total()-time.Duration(s.StartTime), func(el time.Duration) int {
 			return int(stageValue(float64(s.StartVUs), s.Stages, el) + 0.5)
-		}, lv, iterate)
+		}, lv, newVU, iterate)
 	case ConstantArrivalRate:
 		perSec := float64(s.Rate) / time.Duration(s.TimeUnit).Seconds()
-		return runArrival(ctx, s, time.Duration(s.Duration), func(el time.Duration) float64 { return perSec * el.Seconds() }, lv, iterate)
+		return runArrival(ctx, s, time.Duration(s.Duration), func(el time.Duration) float64 { return perSec * el.Seconds() }, lv, newVU, iterate)
 	default: // ramping-arrival-rate
 		unit := time.Duration(s.TimeUnit).Seconds()
 		return runArrival(ctx, s, s.total()-time.Duration(s.StartTime), func(el time.Duration) float64 {
 			return stageIntegral(float64(s.StartRate), s.Stages, el) / unit
-		}, lv, iterate)
+		}, lv, newVU, iterate)
 	}
 }
 
@@ -81,7 +81,7 @@ const gracefulStop = 30 * time.Second
 // runVUs is the closed model: peak VUs loop iterations; VU i runs while
 // i < target(elapsed), so a ramp starts and parks VUs as it goes. No iteration
 // starts after d; those running then may finish within gracefulStop.
-func runVUs(parent context.Context, peak int, d time.Duration, target func(time.Duration) int, lv *live, iterate iterateFunc) []*vuStats {
+func runVUs(parent context.Context, peak int, d time.Duration, target func(time.Duration) int, lv *live, newVU func() *vuStats, iterate iterateFunc) []*vuStats {
 	ictx, icancel := context.WithTimeout(parent, d+gracefulStop)
 	defer icancel()
 	ctx, cancel := context.WithTimeout(parent, d)
@@ -90,7 +90,7 @@ func runVUs(parent context.Context, peak int, d time.Duration, target func(time.
 	stats := make([]*vuStats, peak)
 	var wg sync.WaitGroup
 	for i := range peak {
-		stats[i] = newVUStats()
+		stats[i] = newVU()
 		wg.Go(func() {
 			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
@@ -128,13 +128,13 @@ func runVUs(parent context.Context, peak int, d time.Duration, target func(time.
 // runArrival is the open model: iteration k starts when due(t) reaches k,
 // whatever the answers' latency; a start that finds no free VU, with maxVUs
 // already allocated, is dropped and counted.
-func runArrival(ctx context.Context, s Scenario, d time.Duration, due func(time.Duration) float64, lv *live, iterate iterateFunc) []*vuStats {
+func runArrival(ctx context.Context, s Scenario, d time.Duration, due func(time.Duration) float64, lv *live, newVU func() *vuStats, iterate iterateFunc) []*vuStats {
 	ictx, icancel := context.WithTimeout(ctx, d+gracefulStop)
 	defer icancel()
 	free := make(chan *vuStats, s.MaxVUs)
 	var all []*vuStats
 	for range s.PreAllocatedVUs {
-		v := newVUStats()
+		v := newVU()
 		all = append(all, v)
 		free <- v
 	}
@@ -172,7 +172,7 @@ func runArrival(ctx context.Context, s Scenario, d time.Duration, due func(time.
 		case vu = <-free:
 		default:
 			if len(all) < s.MaxVUs {
-				vu = newVUStats()
+				vu = newVU()
 				all = append(all, vu)
 			}
 		}

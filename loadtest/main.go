@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,8 +72,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	summaryPath := fs.String("summary-json", "", "write the summary as JSON to this file")
 	chartPath := fs.String("chart", "", "write throughput and latency over time as a self-contained HTML chart to this file")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the generator to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
 
 	var cfg Config
@@ -154,8 +166,8 @@ func progressWriter(stderr io.Writer, quiet bool) io.Writer {
 // Run seeds, runs every scenario at once, audits and judges.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) {
 	lv := &live{}
-	tl := &timeline{start: time.Now()}
-	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, tl)
+	rec := newRecorder()
+	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, rec)
 	stock, err := setup(ctx, c, cfg)
 	if err != nil {
 		return nil, err
@@ -165,7 +177,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 		longest = max(longest, s.total())
 	}
 	start := time.Now()
-	tl.start = start
+	rec.start = start
 	stop := showProgress(progress, lv, start, longest)
 	var mu sync.Mutex
 	var all []*vuStats
@@ -173,7 +185,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	for _, s := range cfg.Scenarios {
 		wk := newWorker(c, s.Workload, s.Executor == ConstantArrivalRate || s.Executor == RampingArrivalRate)
 		wg.Go(func() {
-			stats := runScenario(ctx, s, lv, wk.iterate)
+			stats := runScenario(ctx, s, lv, rec.newVU, wk.iterate)
 			mu.Lock()
 			all = append(all, stats...)
 			mu.Unlock()
@@ -190,7 +202,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	sum := summarize(elapsed, all, lv, tl, teardown(actx, c, stock, sold))
+	sum := summarize(elapsed, all, lv, rec, teardown(actx, c, stock, sold))
 	sum.judge(cfg)
 	return sum, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,12 +10,14 @@ import (
 )
 
 // Latencies are recorded in microseconds, from 1µs to 60s, to 2 significant
-// digits (1% error): small enough to keep one histogram per VU at 1,000 VUs.
+// digits (1% error), in HDR histograms per shard of VUs, merged at the end.
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 2) }
 
-// vuStats is what one VU records, without locks; merged at the end.
+// vuStats is what one VU records without locks (counters, units sold), and
+// the shard its latencies go to; merged at the end.
 type vuStats struct {
-	reqDur, iterDur                  *hdrhistogram.Histogram
+	sh                               *shard
+	rng                              *mrand.Rand
 	reqs, failed, checks, checksFail int64
 	iterations                       int64
 	accepted, refused, cancelled     int64
@@ -22,39 +25,65 @@ type vuStats struct {
 	soldUnits                        map[string]int64 // 201 answers, net of cancels
 }
 
-func newVUStats() *vuStats {
-	return &vuStats{reqDur: newHist(), iterDur: newHist(), soldUnits: map[string]int64{}}
+// shard holds the latency histograms and the per-second timeline of the VUs
+// assigned to it: a fixed number of them whatever the VU count, so 1,000 VUs cost
+// no more memory than 16, and VUs rarely wait on one another's lock.
+type shard struct {
+	mu              sync.Mutex
+	reqDur, iterDur *hdrhistogram.Histogram
+	secs            []second
 }
 
-// second is one second of the run, for the live line and the chart.
+// second is one second of the run, for the chart.
 type second struct {
 	reqs, failed int64
 	lat          *hdrhistogram.Histogram
 }
 
-// timeline keeps per-second throughput and latency.
-type timeline struct {
-	start time.Time
-	mu    sync.Mutex
-	secs  []second
+const shards = 16
+
+// recorder is every shard, and the run's start for the timeline.
+type recorder struct {
+	start  time.Time
+	next   atomic.Int64
+	shards [shards]shard
 }
 
-func (tl *timeline) record(at time.Time, d time.Duration, failed bool) {
-	i := int(at.Sub(tl.start) / time.Second)
-	if i < 0 {
-		i = 0
+func newRecorder() *recorder {
+	r := &recorder{start: time.Now()}
+	for i := range r.shards {
+		r.shards[i].reqDur, r.shards[i].iterDur = newHist(), newHist()
 	}
-	tl.mu.Lock()
-	for len(tl.secs) <= i {
-		tl.secs = append(tl.secs, second{lat: newHist()})
+	return r
+}
+
+func (r *recorder) newVU() *vuStats {
+	n := r.next.Add(1)
+	return &vuStats{sh: &r.shards[n%shards], rng: mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(n))),
+		soldUnits: map[string]int64{}}
+}
+
+func (r *recorder) request(sh *shard, at time.Time, d time.Duration, failed bool) {
+	i := max(0, int(at.Sub(r.start)/time.Second))
+	us := max(1, d.Microseconds())
+	sh.mu.Lock()
+	_ = sh.reqDur.RecordValue(us)
+	for len(sh.secs) <= i {
+		sh.secs = append(sh.secs, second{lat: newHist()})
 	}
-	s := &tl.secs[i]
-	s.reqs++
+	sec := &sh.secs[i]
+	sec.reqs++
 	if failed {
-		s.failed++
+		sec.failed++
 	}
-	_ = s.lat.RecordValue(max(1, d.Microseconds()))
-	tl.mu.Unlock()
+	_ = sec.lat.RecordValue(us)
+	sh.mu.Unlock()
+}
+
+func (r *recorder) iteration(sh *shard, d time.Duration) {
+	sh.mu.Lock()
+	_ = sh.iterDur.RecordValue(max(1, d.Microseconds()))
+	sh.mu.Unlock()
 }
 
 // live counters for the progress line.

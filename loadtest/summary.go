@@ -53,12 +53,10 @@ type Point struct {
 	P99    float64 `json:"p99_ms"`
 }
 
-func summarize(d time.Duration, stats []*vuStats, lv *live, tl *timeline, audit Audit) *Summary {
+func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit Audit) *Summary {
 	s := &Summary{Duration: d, reqDur: newHist(), iterDur: newHist(), Audit: audit,
 		Dropped: lv.dropped.Load(), BytesIn: lv.bytesIn.Load(), BytesOut: lv.bytesOut.Load(), MaxVUs: lv.maxVUs.Load()}
 	for _, v := range stats {
-		s.reqDur.Merge(v.reqDur)
-		s.iterDur.Merge(v.iterDur)
 		s.Reqs += v.reqs
 		s.Failed += v.failed
 		s.Checks += v.checks
@@ -77,12 +75,26 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, tl *timeline, audit 
 	if audit.Oversold > 0 || !audit.Consistent {
 		s.ChecksFail++
 	}
-	tl.mu.Lock()
-	for i, sec := range tl.secs {
+	var secs []second
+	for i := range rec.shards {
+		sh := &rec.shards[i]
+		sh.mu.Lock()
+		s.reqDur.Merge(sh.reqDur)
+		s.iterDur.Merge(sh.iterDur)
+		for j, sec := range sh.secs {
+			for len(secs) <= j {
+				secs = append(secs, second{lat: newHist()})
+			}
+			secs[j].reqs += sec.reqs
+			secs[j].failed += sec.failed
+			secs[j].lat.Merge(sec.lat)
+		}
+		sh.mu.Unlock()
+	}
+	for i, sec := range secs {
 		s.Timeline = append(s.Timeline, Point{Second: i, Reqs: sec.reqs, Failed: sec.failed,
 			P50: ms(sec.lat.ValueAtQuantile(50)), P95: ms(sec.lat.ValueAtQuantile(95)), P99: ms(sec.lat.ValueAtQuantile(99))})
 	}
-	tl.mu.Unlock()
 	return s
 }
 

@@ -28,7 +28,7 @@ import (
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
-var binary string // built once by TestMain
+var binary, loadtestBinary string // built once by TestMain
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "stockguard-bin-")
@@ -37,11 +37,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "stockguard")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
-		os.Exit(1)
+	loadtestBinary = filepath.Join(dir, "loadtest")
+	for out, pkg := range map[string]string{binary: ".", loadtestBinary: "../../loadtest"} {
+		build := exec.CommandContext(context.Background(), "go", "build", "-o", out, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
