@@ -29,14 +29,7 @@ type slotState struct {
 func (s *slots) tryAcquire(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byID == nil {
-		s.byID = make(map[string]*slotState)
-	}
-	st := s.byID[name]
-	if st == nil {
-		st = &slotState{}
-		s.byID[name] = st
-	}
+	st := s.stateLocked(name)
 	if st.busy {
 		return false
 	}
@@ -49,14 +42,7 @@ func (s *slots) tryAcquire(name string) bool {
 // whether the slot was handed over anyway, in which case the caller must pass it on.
 func (s *slots) acquire(ctx context.Context, name string) (h handoff, waited, granted bool, err error) {
 	s.mu.Lock()
-	if s.byID == nil {
-		s.byID = make(map[string]*slotState)
-	}
-	st := s.byID[name]
-	if st == nil {
-		st = &slotState{}
-		s.byID[name] = st
-	}
+	st := s.stateLocked(name)
 	if !st.busy {
 		st.busy = true
 		s.mu.Unlock()
@@ -80,6 +66,18 @@ func (s *slots) acquire(ctx context.Context, name string) (h handoff, waited, gr
 		st.waiters.Remove(e)
 		return handoff{}, true, false, context.Cause(ctx)
 	}
+}
+
+func (s *slots) stateLocked(name string) *slotState {
+	if s.byID == nil {
+		s.byID = make(map[string]*slotState)
+	}
+	st := s.byID[name]
+	if st == nil {
+		st = &slotState{}
+		s.byID[name] = st
+	}
+	return st
 }
 
 // tryPass hands the slot of name, with h, to the next waiter if there is one.
