@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleSummary() *Summary {
+	s := &Summary{Duration: 3 * time.Second, reqDur: newHist(), iterDur: newHist(), Reqs: 300, Failed: 3,
+		Checks: 600, ChecksFail: 1, Iterations: 290, Accepted: 40, Refused: 250,
+		Audit: Audit{Stocked: 100, ClientSold: 100, ServerSold: 100, Consistent: true, ServerAudit: true}}
+	for i := range 300 {
+		_ = s.reqDur.RecordValue(int64(1000 + i*10))
+	}
+	for i := range 3 {
+		s.Timeline = append(s.Timeline, Point{Second: i, Reqs: 100, Failed: int64(i), P50: 2, P95: 4, P99: 5})
+	}
+	return s
+}
+
+func TestSummaryOutputs(t *testing.T) {
+	s := sampleSummary()
+	var text bytes.Buffer
+	s.WriteText(&text)
+	for _, want := range []string{"http_req_duration", "p(95)=", "http_req_failed", "checks", "oversold", "units_sold", "dropped_iterations"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the summary has no %q:\n%s", want, text.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := s.WriteJSON(filepath.Join(dir, "s.json")); err != nil {
+		t.Fatal(err)
+	}
+	var j map[string]any
+	b, _ := os.ReadFile(filepath.Join(dir, "s.json"))
+	if err := json.Unmarshal(b, &j); err != nil || j["oversold"] != float64(0) || j["http_reqs"] != float64(300) || len(j["timeline"].([]any)) != 3 {
+		t.Fatalf("JSON summary %v (%v)", j, err)
+	}
+	if err := s.WriteChart(filepath.Join(dir, "c.html"), "run"); err != nil {
+		t.Fatal(err)
+	}
+	html, _ := os.ReadFile(filepath.Join(dir, "c.html"))
+	if strings.Count(string(html), "<svg") != 2 || strings.Count(string(html), "<polyline") != 5 || strings.Contains(string(html), "<script") {
+		t.Fatalf("the chart is not two self-contained plots of 2 and 3 lines:\n%s", html)
+	}
+}
