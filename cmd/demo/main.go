@@ -1,23 +1,32 @@
-// Command demo shows, on embedded defaults, what the per-SKU lock is for: buyers in
-// three clients (separate connection pools, as three replicas would have) race for
-// the last units of one SKU, first with a plain read-modify-write (it oversells),
-// then under pkg/lock (it does not). It exits non-zero if the locked round
-// oversells. The full demo, with replica processes behind a load balancer, builds
-// on the order service.
+// Command demo tells stockguard's story on embedded defaults, in one command:
+// a private Redis (a redis-server from the PATH, else an embedded miniredis whose
+// keys expire in real time), SQLite, three "stockguard serve" replica processes
+// behind a round-robin load balancer that health-checks them, and the load
+// generator driving the same load through the balancer twice: first with the
+// unsafe strategy (the control group: it oversells), then with the lock. It prints
+// both side by side and exits 0 only when the lock round oversold nothing. Every
+// process it starts is stopped on the way out, Ctrl-C included.
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,139 +34,321 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/stockguard/stockguard/pkg/lock"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
+type options struct {
+	replicas int
+	stock    int
+	vus      int
+	duration time.Duration
+}
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	stock := fs.Int("stock", 100, "units of the SKU on sale")
-	buyers := fs.Int("buyers", 300, "buyers, one unit each")
-	clients := fs.Int("replicas", 3, "clients with their own connection pools")
+	var o options
+	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
+	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")
+	fs.IntVar(&o.vus, "vus", 64, "load generator VUs")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each round")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	addr, stopRedis, err := startRedis(ctx, getenv("REDIS_URL"), log)
+	dir, err := os.MkdirTemp("", "stockguard-demo-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	log.Info("building stockguard and the load generator")
+	bins, err := build(ctx, dir)
+	if err != nil {
+		return err
+	}
+	redisURL, stopRedis, err := startRedis(ctx, getenv("REDIS_URL"), log)
 	if err != nil {
 		return err
 	}
 	defer stopRedis()
 
-	var rows []result
+	var rows []roundResult
 	for _, strategy := range []string{"unsafe", "lock"} {
-		r, err := round(ctx, addr, strategy, *stock, *buyers, *clients)
+		r, err := runRound(ctx, bins, dir, redisURL, getenv("DATABASE_URL"), strategy, o, log)
 		if err != nil {
 			return fmt.Errorf("%s round: %w", strategy, err)
 		}
-		log.Info("round done", "strategy", strategy, "sold", r.sold, "oversold", r.oversold())
 		rows = append(rows, r)
 	}
-	fmt.Fprintf(stdout, "\n%-8s %8s %8s %8s %10s\n", "strategy", "stocked", "sold", "oversold", "orders/s")
-	for _, r := range rows {
-		fmt.Fprintf(stdout, "%-8s %8d %8d %8d %10.0f\n", r.strategy, r.stocked, r.sold, r.oversold(), r.rate)
+	printTable(stdout, rows, o)
+	if rows[1].Oversold != 0 {
+		return fmt.Errorf("the lock round oversold %.0f units", rows[1].Oversold)
 	}
-	if rows[1].oversold() != 0 {
-		return fmt.Errorf("the lock round oversold %d units", rows[1].oversold())
-	}
-	fmt.Fprintln(stdout, "\nthe lock round sold every unit and not one more")
+	fmt.Fprintf(stdout, "\nthe lock round oversold nothing: %d replicas, one SKU, %d units, %d VUs\n", o.replicas, o.stock, o.vus)
 	return nil
 }
 
-type result struct {
-	strategy      string
-	stocked, sold int64
-	rate          float64
+type binaries struct{ stockguard, loadtest string }
+
+// build compiles both binaries: the replicas must be separate OS processes, so
+// that nothing in memory can be shared between them.
+func build(ctx context.Context, dir string) (binaries, error) {
+	b := binaries{stockguard: filepath.Join(dir, "stockguard"), loadtest: filepath.Join(dir, "loadtest")}
+	root, err := moduleRoot()
+	if err != nil {
+		return b, err
+	}
+	for out, pkg := range map[string]string{b.stockguard: "./cmd/stockguard", b.loadtest: "./loadtest"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+		}
+	}
+	return b, nil
 }
 
-func (r result) oversold() int64 { return max(0, r.sold-r.stocked) }
+// moduleRoot is the nearest folder up from here with a go.mod: the demo runs
+// from the repository, by make demo or go run.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above this folder: run the demo from the stockguard repository")
+		}
+		dir = parent
+	}
+}
 
-// round sells stock units to buyers spread over clients. The stock is a plain
-// Redis value read, checked and written back: correct only under the lock.
-func round(ctx context.Context, addr, strategy string, stock, buyers, clients int) (result, error) {
-	ns := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	key := lock.Keys{Namespace: ns}.Tag("A-1") + ":stock"
-	var rdbs []*redis.Client
-	var locks []*lock.Client
-	for range clients {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		defer func() { _ = rdb.Close() }()
-		l, err := lock.New(rdb, &lock.Options{TTL: 5 * time.Second, Keys: lock.Keys{Namespace: ns}})
+type roundResult struct {
+	Strategy string
+	Accepted float64 `json:"orders_accepted"`
+	Reqs     float64 `json:"http_reqs"`
+	Duration float64 `json:"duration_s"`
+	Oversold float64 `json:"oversold"`
+	Latency  struct {
+		P95 float64 `json:"p(95)"`
+		P99 float64 `json:"p(99)"`
+	} `json:"http_req_duration_ms"`
+	Audit struct {
+		Stocked    float64 `json:"units_stocked"`
+		ClientSold float64 `json:"units_sold_client"`
+		ServerSold float64 `json:"units_sold_server"`
+	} `json:"audit"`
+}
+
+const adminToken = "demo-admin-token"
+
+// runRound starts the replicas and the balancer, drives them, and stops them.
+func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, strategy string, o options, log *slog.Logger) (roundResult, error) {
+	if databaseURL == "" {
+		databaseURL = "sqlite:" + filepath.Join(dir, strategy+".db")
+	}
+	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
+		"STOCKGUARD_NAMESPACE=demo-"+strategy+"-"+strconv.FormatInt(time.Now().UnixNano(), 36),
+		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true",
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=10s")
+	mig := exec.CommandContext(ctx, bins.stockguard, "migrate")
+	mig.Env = env
+	if out, err := mig.CombinedOutput(); err != nil {
+		return roundResult{}, fmt.Errorf("migrate: %w\n%s", err, out)
+	}
+	var backends []string
+	var procs []*exec.Cmd
+	defer func() { stopAll(procs) }()
+	for i := range o.replicas {
+		cmd, url, err := startReplica(ctx, bins.stockguard, env)
 		if err != nil {
-			return result{}, err
+			return roundResult{}, fmt.Errorf("replica %d: %w", i, err)
 		}
-		defer func() { _ = l.Close() }()
-		rdbs, locks = append(rdbs, rdb), append(locks, l)
+		procs = append(procs, cmd)
+		backends = append(backends, url)
 	}
-	if err := rdbs[0].Set(ctx, key, stock, time.Hour).Err(); err != nil {
-		return result{}, fmt.Errorf("seed stock: %w", err)
+	lb, err := startBalancer(ctx, backends, log)
+	if err != nil {
+		return roundResult{}, err
 	}
-	defer rdbs[0].Del(context.WithoutCancel(ctx), key)
+	defer lb.stop(ctx)
+	log.Info("round starts", "strategy", strategy, "replicas", len(backends), "balancer", lb.url)
 
-	var sold atomic.Int64
-	buy := func(ctx context.Context, rdb *redis.Client) error {
-		n, err := rdb.Get(ctx, key).Int64()
-		if err != nil || n <= 0 {
-			return err
-		}
-		time.Sleep(time.Millisecond) // the work between check and write: a database round trip
-		if err := rdb.Set(ctx, key, n-1, time.Hour).Err(); err != nil {
-			return err
-		}
-		sold.Add(1)
-		return nil
+	summary := filepath.Join(dir, strategy+"-summary.json")
+	load := exec.CommandContext(ctx, bins.loadtest, "-url", lb.url, "-admin-token", adminToken,
+		"-vus", strconv.Itoa(o.vus), "-duration", o.duration.String(), "-skus", "1", "-stock", strconv.Itoa(o.stock),
+		"-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
+		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
+	load.Stderr = os.Stderr
+	err = load.Run()
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 99) { // 99: thresholds failed, expected of unsafe
+		return roundResult{}, fmt.Errorf("load generator: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	start := time.Now()
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		return roundResult{}, err
+	}
+	r := roundResult{Strategy: strategy}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return roundResult{}, err
+	}
+	return r, nil
+}
+
+func printTable(w io.Writer, rows []roundResult, o options) {
+	fmt.Fprintf(w, "\n%-8s %9s %8s %6s %9s %9s %9s %9s\n", "strategy", "accepted", "stocked", "sold", "oversold", "req/s", "p95", "p99")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-8s %9.0f %8.0f %6.0f %9.0f %9.0f %7.1fms %7.1fms\n", r.Strategy, r.Accepted, r.Audit.Stocked,
+			r.Audit.ServerSold, r.Oversold, r.Reqs/max(r.Duration, 0.001), r.Latency.P95, r.Latency.P99)
+	}
+}
+
+// startReplica runs "stockguard serve" in its own process group and returns its
+// base URL once it listens.
+func startReplica(ctx context.Context, bin string, env []string) (*exec.Cmd, string, error) {
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, "serve")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() {
+		stopAll([]*exec.Cmd{cmd})
+		return nil, "", errors.New("the replica exited before listening")
+	}
+	addr, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	if !ok {
+		stopAll([]*exec.Cmd{cmd})
+		return nil, "", fmt.Errorf("unexpected first line %q", lines.Text())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return cmd, "http://" + addr, nil
+}
+
+// stopAll stops replicas gracefully, and kills what does not stop in time.
+func stopAll(procs []*exec.Cmd) {
 	var wg sync.WaitGroup
-	errs := make(chan error, buyers)
-	for i := range buyers {
+	for _, p := range procs {
 		wg.Go(func() {
-			rdb := rdbs[i%clients]
-			if strategy == "unsafe" {
-				errs <- buy(ctx, rdb)
-				return
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+				<-done
 			}
-			errs <- locks[i%clients].Do(ctx, []string{"A-1"}, func(ctx context.Context, _ *lock.Grant) error {
-				return buy(ctx, rdb)
-			})
 		})
 	}
 	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	if err := errors.Join(all...); err != nil {
-		return result{}, err
-	}
-	return result{strategy: strategy, stocked: int64(stock), sold: sold.Load(),
-		rate: float64(buyers) / time.Since(start).Seconds()}, nil
 }
 
-// startRedis uses REDIS_URL when set, else a private redis-server on a free port
-// when one is on the PATH, else an embedded miniredis.
+// balancer is a round-robin reverse proxy over the replicas that answer
+// /readyz, checked every half second; the demo's stand-in for nginx.
+type balancer struct {
+	url     string
+	srv     *http.Server
+	stopped chan struct{}
+}
+
+func startBalancer(ctx context.Context, backends []string, log *slog.Logger) (*balancer, error) {
+	type backend struct {
+		proxy   *httputil.ReverseProxy
+		url     string
+		healthy atomic.Bool
+	}
+	var bs []*backend
+	for _, b := range backends {
+		u, err := url.Parse(b)
+		if err != nil {
+			return nil, err
+		}
+		be := &backend{proxy: httputil.NewSingleHostReverseProxy(u), url: b}
+		// A client that gave up (the load generator abandons some attempts on
+		// purpose) is no news worth a log line.
+		be.proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+		be.proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}
+		be.healthy.Store(true)
+		bs = append(bs, be)
+	}
+	var next atomic.Uint64
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range len(bs) {
+			be := bs[next.Add(1)%uint64(len(bs))]
+			if be.healthy.Load() {
+				be.proxy.ServeHTTP(w, r)
+				return
+			}
+		}
+		http.Error(w, "no healthy replica", http.StatusBadGateway)
+	})
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b := &balancer{url: "http://" + ln.Addr().String(), stopped: make(chan struct{}),
+		srv: &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
+	go func() { _ = b.srv.Serve(ln) }()
+	go func() { //nolint:contextcheck // the health checks live until stop, not until ctx
+		client := &http.Client{Timeout: time.Second}
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-b.stopped:
+				return
+			case <-tick.C:
+			}
+			for _, be := range bs {
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, be.url+"/readyz", nil)
+				resp, err := client.Do(req)
+				ok := err == nil && resp.StatusCode == http.StatusOK
+				if err == nil {
+					_ = resp.Body.Close()
+				}
+				if be.healthy.Swap(ok) != ok {
+					log.Warn("replica health changed", "replica", be.url, "healthy", ok)
+				}
+			}
+		}
+	}()
+	return b, nil
+}
+
+func (b *balancer) stop(ctx context.Context) {
+	close(b.stopped)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = b.srv.Shutdown(ctx)
+}
+
+// startRedis returns REDIS_URL when set, else starts a private redis-server on a
+// free port when one is on the PATH, else an embedded miniredis, and returns its URL.
 func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func(), error) {
 	if url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return "", nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		return opt.Addr, func() {}, nil
+		return url, func() {}, nil
 	}
 	if path, err := exec.LookPath("redis-server"); err == nil {
 		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
@@ -182,14 +373,32 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 			return "", nil, err
 		}
 		log.Info("started a private redis-server", "addr", addr)
-		return addr, stop, nil
+		return "redis://" + addr + "/0", stop, nil
 	}
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
 		return "", nil, err
 	}
 	log.Info("no redis-server on the PATH: using an embedded Redis (miniredis)", "addr", mr.Addr())
-	return mr.Addr(), mr.Close, nil
+	// miniredis moves its clock only when told: tell it every 50ms, so that leases
+	// and cache entries expire in real time.
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return "redis://" + mr.Addr() + "/0", func() { close(done); <-finished; mr.Close() }, nil
 }
 
 func waitRedis(ctx context.Context, addr string) error {

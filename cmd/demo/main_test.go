@@ -9,37 +9,38 @@ import (
 	"time"
 )
 
+// The whole demo, smaller: replicas as processes behind the balancer, the load
+// generator through it, unsafe then lock.
 func TestDemoShowsOversellThenNone(t *testing.T) {
 	getenv := func(k string) string {
 		if k == "REDIS_URL" {
 			return os.Getenv("STOCKGUARD_TEST_REDIS_URL")
 		}
-		return ""
+		return "" // SQLite in the demo's own folder
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errs bytes.Buffer
-	if err := run(ctx, []string{"-stock", "20", "-buyers", "90"}, getenv, &out, &errs); err != nil {
-		t.Fatalf("%v\n%s", err, errs.String())
+	err := run(ctx, []string{"-replicas", "3", "-stock", "20", "-vus", "24", "-duration", "2s"}, getenv, &out, &errs)
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
 	}
-	lines := strings.Split(out.String(), "\n")
 	var unsafe, locked []string
-	for _, l := range lines {
-		f := strings.Fields(l)
-		if len(f) == 5 && f[0] == "unsafe" {
+	for _, l := range strings.Split(out.String(), "\n") {
+		switch f := strings.Fields(l); {
+		case len(f) == 8 && f[0] == "unsafe":
 			unsafe = f
-		}
-		if len(f) == 5 && f[0] == "lock" {
+		case len(f) == 8 && f[0] == "lock":
 			locked = f
 		}
 	}
 	if locked == nil || unsafe == nil {
 		t.Fatalf("no result table:\n%s", out.String())
 	}
-	if locked[2] != "20" || locked[3] != "0" {
-		t.Fatalf("lock round: sold %s, oversold %s; want 20 and 0", locked[2], locked[3])
+	if locked[3] != "20" || locked[4] != "0" {
+		t.Fatalf("lock round: sold %s, oversold %s; want 20 and 0\n%s", locked[3], locked[4], out.String())
 	}
-	if unsafe[3] == "0" {
+	if unsafe[4] == "0" {
 		t.Fatalf("the unsafe round oversold nothing: the demo shows nothing\n%s", out.String())
 	}
 }
