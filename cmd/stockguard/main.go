@@ -29,6 +29,7 @@ const usage = `stockguard: an inventory-reservation service that never oversells
 Usage:
   stockguard serve [flags]     run one replica
   stockguard migrate [flags]   apply the database schema and exit
+  stockguard healthcheck       exit 0 when the local replica is ready (for container health checks)
 
 Run "stockguard <command> --help" for the flags of a command.
 `
@@ -51,6 +52,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return migrate(ctx, cfg, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], getenv, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
