@@ -204,6 +204,14 @@ func (s *Scenario) validate() error {
 			break
 		}
 	}
+	neg := s.VUs < 0 || s.StartVUs < 0 || s.Rate < 0 || s.StartRate < 0 || s.PreAllocatedVUs < 0 || s.MaxVUs < 0 ||
+		s.Duration < 0 || s.StartTime < 0 || s.TimeUnit < 0
+	for _, st := range s.Stages {
+		neg = neg || st.Target < 0 || st.Duration < 0
+	}
+	if neg {
+		errs = append(errs, errors.New("counts, rates and durations cannot be negative"))
+	}
 	if w.Prefix != "" && !prefixRe.MatchString(w.Prefix) {
 		errs = append(errs, fmt.Errorf("prefix %q: 1 to 40 of A-Z a-z 0-9 . _ -", w.Prefix))
 	}

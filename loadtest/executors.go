@@ -141,8 +141,11 @@ func runArrival(ctx context.Context, s Scenario, d time.Duration, due func(time.
 	var wg sync.WaitGroup
 	start := time.Now()
 	var prev time.Duration
-	for k := 1; ; k++ {
-		if due(d) < float64(k) {
+	total := due(d)
+	// Iteration k (from 0, as k6 starts one at once) is due when due(t) reaches k;
+	// the tolerance keeps the last one from being lost to rounding.
+	for k := 0; float64(k) < total-1e-9; k++ {
+		if ctx.Err() != nil {
 			break
 		}
 		lo, hi := prev, d // the time iteration k is due: due(t) = k

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		cfg = Config{BaseURL: *url, AdminToken: *token, Thresholds: map[string][]string{},
 			Scenarios: map[string]Scenario{"default": {Executor: *executor, VUs: *vus, Duration: Duration(*duration),
-				Rate: *rateFlag, PreAllocatedVUs: *vus, MaxVUs: mv, Stages: []Stage{{Duration: Duration(*duration), Target: *vus}},
+				Rate: *rateFlag, PreAllocatedVUs: *vus, MaxVUs: mv, Stages: []Stage{{Duration: Duration(*duration), Target: rampTarget(*executor, *vus, *rateFlag)}},
 				Workload: Workload{SKUs: *skus, Popularity: *popularity, Stock: *stock, MaxQuantity: *maxQty,
 					MultiSKU: *multi, Retry: *retry, AbandonFirst: *abandon, Cancel: *cancelShare}}}}
 		for _, t := range thresholds {
@@ -118,9 +119,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	runID := randomKey()[:8]
+	i := 0
 	for name, s := range cfg.Scenarios {
 		if s.Workload.Prefix == "" {
-			s.Workload.Prefix = "lt-" + runID + "-" + name
+			s.Workload.Prefix = "lt-" + runID + "-" + strconv.Itoa(i) // scenario names may not fit a SKU
+			i++
 		}
 		cfg.Scenarios[name] = s
 	}
@@ -148,6 +151,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
+// rampTarget is what a ramp given by flags reaches: -rate for an arrival rate,
+// -vus for VUs.
+func rampTarget(executor string, vus, rate int) int {
+	if executor == RampingArrivalRate {
+		return rate
+	}
+	return vus
+}
+
 func envOr(getenv func(string) string, k, def string) string {
 	if v := getenv(k); v != "" {
 		return v
@@ -167,7 +179,7 @@ func progressWriter(stderr io.Writer, quiet bool) io.Writer {
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) {
 	lv := &live{}
 	rec := newRecorder()
-	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, rec)
+	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, rec) //nolint:contextcheck // its dialer is bounded by each request's deadline
 	stock, err := setup(ctx, c, cfg)
 	if err != nil {
 		return nil, err
@@ -200,9 +212,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 			sold[sku] += n
 		}
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	sum := summarize(elapsed, all, lv, rec, teardown(actx, c, stock, sold))
+	unsettled := settle(actx, c, all, sold)
+	sum := summarize(elapsed, all, lv, rec, teardown(actx, c, stock, sold, unsettled))
 	sum.judge(cfg)
 	return sum, nil
 }

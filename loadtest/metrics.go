@@ -11,7 +11,7 @@ import (
 
 // Latencies are recorded in microseconds, from 1µs to 60s, to 2 significant
 // digits (1% error), in HDR histograms per shard of VUs, merged at the end.
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 2) }
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, maxLatency, 2) }
 
 // vuStats is what one VU records without locks (counters, units sold), and
 // the shard its latencies go to; merged at the end.
@@ -23,6 +23,8 @@ type vuStats struct {
 	accepted, refused, cancelled     int64
 	abandoned                        int64
 	soldUnits                        map[string]int64 // 201 answers, net of cancels
+	unknown                          []pending        // orders whose answer was lost
+	cancelsUnknown                   []order          // cancels whose answer was lost
 }
 
 // shard holds the latency histograms and the per-second timeline of the VUs
@@ -31,7 +33,6 @@ type vuStats struct {
 type shard struct {
 	mu              sync.Mutex
 	reqDur, iterDur *hdrhistogram.Histogram
-	secs            []second
 }
 
 // second is one second of the run, for the chart.
@@ -42,12 +43,25 @@ type second struct {
 
 const shards = 16
 
-// recorder is every shard, and the run's start for the timeline.
+// recorder is every shard, and the timeline: one low-precision histogram per
+// second for all VUs, so that a long run costs kilobytes a second, not a shard's
+// worth of full histograms.
 type recorder struct {
 	start  time.Time
 	next   atomic.Int64
 	shards [shards]shard
+	secMu  sync.Mutex
+	secs   []second
 }
+
+// chartHist is a per-second histogram: 1 significant digit is plenty for a chart.
+func chartHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, maxLatency, 1) }
+
+const maxLatency = 60_000_000 // µs
+
+// clamp keeps a value the histograms can hold: a slower answer counts as 60s
+// rather than vanish from the percentiles.
+func clamp(us int64) int64 { return min(max(1, us), maxLatency) }
 
 func newRecorder() *recorder {
 	r := &recorder{start: time.Now()}
@@ -65,24 +79,26 @@ func (r *recorder) newVU() *vuStats {
 
 func (r *recorder) request(sh *shard, at time.Time, d time.Duration, failed bool) {
 	i := max(0, int(at.Sub(r.start)/time.Second))
-	us := max(1, d.Microseconds())
+	us := clamp(d.Microseconds())
 	sh.mu.Lock()
 	_ = sh.reqDur.RecordValue(us)
-	for len(sh.secs) <= i {
-		sh.secs = append(sh.secs, second{lat: newHist()})
+	sh.mu.Unlock()
+	r.secMu.Lock()
+	for len(r.secs) <= i {
+		r.secs = append(r.secs, second{lat: chartHist()})
 	}
-	sec := &sh.secs[i]
+	sec := &r.secs[i]
 	sec.reqs++
 	if failed {
 		sec.failed++
 	}
 	_ = sec.lat.RecordValue(us)
-	sh.mu.Unlock()
+	r.secMu.Unlock()
 }
 
 func (r *recorder) iteration(sh *shard, d time.Duration) {
 	sh.mu.Lock()
-	_ = sh.iterDur.RecordValue(max(1, d.Microseconds()))
+	_ = sh.iterDur.RecordValue(clamp(d.Microseconds()))
 	sh.mu.Unlock()
 }
 

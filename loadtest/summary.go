@@ -75,23 +75,16 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 	if audit.Oversold > 0 || !audit.Consistent {
 		s.ChecksFail++
 	}
-	var secs []second
 	for i := range rec.shards {
 		sh := &rec.shards[i]
 		sh.mu.Lock()
 		s.reqDur.Merge(sh.reqDur)
 		s.iterDur.Merge(sh.iterDur)
-		for j, sec := range sh.secs {
-			for len(secs) <= j {
-				secs = append(secs, second{lat: newHist()})
-			}
-			secs[j].reqs += sec.reqs
-			secs[j].failed += sec.failed
-			secs[j].lat.Merge(sec.lat)
-		}
 		sh.mu.Unlock()
 	}
-	for i, sec := range secs {
+	rec.secMu.Lock()
+	defer rec.secMu.Unlock()
+	for i, sec := range rec.secs {
 		s.Timeline = append(s.Timeline, Point{Second: i, Reqs: sec.reqs, Failed: sec.failed,
 			P50: ms(sec.lat.ValueAtQuantile(50)), P95: ms(sec.lat.ValueAtQuantile(95)), P99: ms(sec.lat.ValueAtQuantile(99))})
 	}
@@ -218,6 +211,9 @@ func (s *Summary) WriteText(w io.Writer) {
 	line("units_stocked", "%d", s.Audit.Stocked)
 	line("units_sold", "%d by clients' count, %d by the service's", s.Audit.ClientSold, s.Audit.ServerSold)
 	line("oversold", "%d", s.Audit.Oversold)
+	if s.Audit.Unsettled > 0 {
+		line("orders_unsettled", "%d (answers lost and not learned at teardown)", s.Audit.Unsettled)
+	}
 	for _, m := range s.Audit.Mismatches {
 		fmt.Fprintf(w, "     ✗ audit: %s\n", m)
 	}

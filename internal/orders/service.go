@@ -150,8 +150,13 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 	o := Order{ID: newID(s.now()), Status: StatusPlaced, Items: items, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	key := req.IdempotencyKey
 	if key != "" {
-		replay, err := s.store.ClaimIdempotency(ctx, key, hashItems(items), o.ID, s.cfg.IdempotencyStale)
+		// Not cancelled by a client that hangs up: a claim cancelled in flight may
+		// still be written after the cleanup, and block retries until it goes stale.
+		replay, err := s.store.ClaimIdempotency(context.WithoutCancel(ctx), key, hashItems(items), o.ID, s.cfg.IdempotencyStale)
 		if err != nil {
+			if !errors.Is(err, ErrIdempotencyMismatch) && !errors.Is(err, ErrIdempotencyRunning) {
+				s.settle(ctx, key, o.ID, err) // drop the claim if it was written
+			}
 			return Placed{}, err
 		}
 		if replay != nil {
