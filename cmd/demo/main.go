@@ -85,6 +85,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var rows []roundResult
 	for _, strategy := range []string{"unsafe", "lock"} {
 		r, err := runRound(ctx, bins, dir, redisURL, getenv("DATABASE_URL"), strategy, o, log)
+		if ctx.Err() != nil {
+			return errors.New("interrupted: every process the demo started is stopped")
+		}
 		if err != nil {
 			return fmt.Errorf("%s round: %w", strategy, err)
 		}
@@ -164,7 +167,8 @@ func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, st
 	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
 		"STOCKGUARD_NAMESPACE=demo-"+strategy+"-"+strconv.FormatInt(time.Now().UnixNano(), 36),
 		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true",
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=10s")
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
+		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=5s") // a quick stop on Ctrl-C
 	mig := exec.CommandContext(ctx, bins.stockguard, "migrate")
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {
