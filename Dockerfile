@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # stockguard: one image for every replica. Multi-stage: the build stage compiles a
-# static binary (cgo for SQLite, linked statically); the service stage is scratch
+# static binary (pure Go, SQLite included); the service stage is scratch
 # with only that binary, CA certificates and an unprivileged user to run as. The
 # loadtest stage holds the load generator the same way.
 
@@ -10,10 +10,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/loadtest ./loadtest
-RUN CGO_ENABLED=1 go build -trimpath \
-      -tags 'osusergo,netgo,sqlite_omit_load_extension' \
-      -ldflags '-s -w -linkmode external -extldflags "-static"' \
-      -o /out/stockguard ./cmd/stockguard \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/stockguard ./cmd/stockguard \
  && echo 'stockguard:x:65532:65532::/data:/sbin/nologin' > /out/passwd \
  && echo 'stockguard:x:65532:' > /out/group \
  && mkdir -p /out/data

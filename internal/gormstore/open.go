@@ -13,7 +13,6 @@ import (
 
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -68,10 +67,7 @@ func dialectorFor(raw string) (gorm.Dialector, error) {
 		if path == "" {
 			return nil, fmt.Errorf("%w: sqlite: needs a path", ErrUnsupportedURL)
 		}
-		// WAL lets readers run beside the writer; an immediate transaction takes the
-		// write lock at BEGIN, so two processes never deadlock upgrading a read
-		// lock; the busy timeout makes the other processes wait instead of failing.
-		return sqlite.Open(path + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_foreign_keys=on"), nil
+		return sqliteDialector(path), nil
 	default:
 		return nil, fmt.Errorf("%w: %q (want postgres://, mysql:// or sqlite:<path>)", ErrUnsupportedURL, redact(raw))
 	}
