@@ -20,6 +20,7 @@ demo: ## Run the demo on embedded defaults: oversell shown, then prevented.
 .PHONY: test
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set).
 	$(GO) test $(TEST_FLAGS) ./...
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: bench
 bench: ## Run the benchmarks: pkg/lock (private redis-server), the load generator against wrk.
