@@ -32,8 +32,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/internal/embedredis"
 )
 
 func main() {
@@ -168,7 +169,7 @@ func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, st
 		"STOCKGUARD_NAMESPACE=demo-"+strategy+"-"+strconv.FormatInt(time.Now().UnixNano(), 36),
 		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true",
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
-		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=5s") // a quick stop on Ctrl-C
+		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s") // a quick stop on Ctrl-C
 	mig := exec.CommandContext(ctx, bins.stockguard, "migrate")
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {
@@ -379,30 +380,12 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 		log.Info("started a private redis-server", "addr", addr)
 		return "redis://" + addr + "/0", stop, nil
 	}
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
+	addr, stop, err := embedredis.Start()
+	if err != nil {
 		return "", nil, err
 	}
-	log.Info("no redis-server on the PATH: using an embedded Redis (miniredis)", "addr", mr.Addr())
-	// miniredis moves its clock only when told: tell it every 50ms, so that leases
-	// and cache entries expire in real time.
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-tick.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	return "redis://" + mr.Addr() + "/0", func() { close(done); <-finished; mr.Close() }, nil
+	log.Info("no redis-server on the PATH: using an embedded Redis (miniredis)", "addr", addr)
+	return "redis://" + addr + "/0", stop, nil
 }
 
 func waitRedis(ctx context.Context, addr string) error {

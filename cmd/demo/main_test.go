@@ -21,7 +21,9 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errs bytes.Buffer
-	err := run(ctx, []string{"-replicas", "3", "-stock", "20", "-vus", "24", "-duration", "2s"}, getenv, &out, &errs)
+	// Enough buyers for the stock that the unsafe round's races show even on a
+	// busy machine.
+	err := run(ctx, []string{"-replicas", "3", "-stock", "100", "-vus", "64", "-duration", "3s"}, getenv, &out, &errs)
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
 	}
@@ -37,8 +39,8 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	if locked == nil || unsafe == nil {
 		t.Fatalf("no result table:\n%s", out.String())
 	}
-	if locked[3] != "20" || locked[4] != "0" {
-		t.Fatalf("lock round: sold %s, oversold %s; want 20 and 0\n%s", locked[3], locked[4], out.String())
+	if locked[3] != "100" || locked[4] != "0" {
+		t.Fatalf("lock round: sold %s, oversold %s; want 100 and 0\n%s", locked[3], locked[4], out.String())
 	}
 	if unsafe[4] == "0" {
 		t.Fatalf("the unsafe round oversold nothing: the demo shows nothing\n%s", out.String())

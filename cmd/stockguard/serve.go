@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/stockguard/internal/embedredis"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
@@ -138,37 +138,13 @@ func openRedis(url string, log *slog.Logger) (redis.UniversalClient, func(), err
 		}
 		return rdb, func() { _ = rdb.Close() }, nil
 	}
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		return nil, nil, fmt.Errorf("embedded redis: %w", err)
+	addr, stop, err := embedredis.Start()
+	if err != nil {
+		return nil, nil, err
 	}
-	log.Warn("REDIS_URL is not set: using an embedded Redis; replicas cannot share it", "addr", mr.Addr())
-	stop := keepTime(mr)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	return rdb, func() { _ = rdb.Close(); stop(); mr.Close() }, nil
-}
-
-// keepTime makes miniredis expire keys in real time (it only moves its clock when
-// told): leases must run out for a crashed holder's SKU to come free (I5).
-func keepTime(mr *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-tick.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
+	log.Warn("REDIS_URL is not set: using an embedded Redis; replicas cannot share it", "addr", addr)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	return rdb, func() { _ = rdb.Close(); stop() }, nil
 }
 
 func migrate(ctx context.Context, cfg migrateConfig, stderr io.Writer) error {
