@@ -165,8 +165,10 @@ func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, st
 	if databaseURL == "" {
 		databaseURL = "sqlite:" + filepath.Join(dir, strategy+".db")
 	}
+	ns := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	defer dropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
 	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
-		"STOCKGUARD_NAMESPACE=demo-"+strategy+"-"+strconv.FormatInt(time.Now().UnixNano(), 36),
+		"STOCKGUARD_NAMESPACE="+ns,
 		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true",
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
 		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s") // a quick stop on Ctrl-C
@@ -213,6 +215,25 @@ func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, st
 		return roundResult{}, err
 	}
 	return r, nil
+}
+
+// dropNamespace deletes the round's keys ({<ns>:...}) once its replicas stopped.
+func dropNamespace(ctx context.Context, redisURL, ns string, log *slog.Logger) {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opt)
+	defer func() { _ = rdb.Close() }()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second) // also after Ctrl-C
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, "{"+ns+":*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		log.Warn("could not remove the demo's Redis keys", "namespace", ns, "err", err)
+	}
 }
 
 func printTable(w io.Writer, rows []roundResult, o options) {
