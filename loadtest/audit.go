@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -39,26 +38,21 @@ type Audit struct {
 }
 
 func (c *client) adminCall(ctx context.Context, method, path, body string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
+	var b []byte
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		b = []byte(body)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.admin)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
+	a := c.send(ctx, method, path, b, map[string]string{"Authorization": "Bearer " + c.admin}, c.timeout)
+	if a.err != nil {
+		return a.err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: status %d", method, path, resp.StatusCode)
+	if a.status != http.StatusOK {
+		return fmt.Errorf("%s %s: status %d", method, path, a.status)
 	}
 	if into == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(into)
+	return json.Unmarshal(a.body, into)
 }
 
 // setup seeds every SKU of every scenario through the admin API.

@@ -19,15 +19,14 @@ import (
 )
 
 // client talks to the service over HTTP only, counting the bytes on the wire.
-// Orders go through fasthttp, whose client costs a fraction of net/http's CPU
-// per request (no goroutines per connection, pooled buffers), so that the
-// generator is not what limits a run; the few admin calls use net/http.
+// It uses fasthttp, whose client costs a fraction of net/http's CPU per request
+// (no goroutines per connection, pooled buffers), so that the generator is not
+// what limits a run.
 type client struct {
 	base    string
 	admin   string
 	timeout time.Duration
 	fast    *fasthttp.Client
-	http    *http.Client
 	lv      *live
 	rec     *recorder
 }
@@ -72,8 +71,7 @@ func newClient(base, admin string, timeout time.Duration, lv *live, rec *recorde
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: true,
 	}
-	return &client{base: strings.TrimRight(base, "/"), admin: admin, timeout: timeout, lv: lv, rec: rec, fast: fast,
-		http: &http.Client{Timeout: timeout}}
+	return &client{base: strings.TrimRight(base, "/"), admin: admin, timeout: timeout, lv: lv, rec: rec, fast: fast}
 }
 
 type answer struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -36,11 +37,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment")
 	}
 
-	db, err := openAndMigrate(ctx, cfg.databaseURL, log)
-	if err != nil {
-		return err
-	}
-	sqlDB, err := db.DB()
+	db, sqlDB, err := openAndMigrate(ctx, cfg.databaseURL, log)
 	if err != nil {
 		return err
 	}
@@ -115,17 +112,23 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	return nil
 }
 
-func openAndMigrate(ctx context.Context, databaseURL string, log *slog.Logger) (*gorm.DB, error) {
+// openAndMigrate connects and applies the migrations; the caller closes sqlDB.
+func openAndMigrate(ctx context.Context, databaseURL string, log *slog.Logger) (*gorm.DB, *sql.DB, error) {
 	db, err := gormstore.Open(databaseURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, err
 	}
 	n, err := gormstore.Migrate(ctx, db)
 	if err != nil {
-		return nil, err
+		_ = sqlDB.Close()
+		return nil, nil, err
 	}
 	log.Info("database ready", "kind", db.Name(), "migrations_applied", n)
-	return db, nil
+	return db, sqlDB, nil
 }
 
 // openRedis connects to REDIS_URL, or starts an embedded Redis when it is empty:
@@ -152,11 +155,7 @@ func migrate(ctx context.Context, cfg migrateConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := openAndMigrate(ctx, cfg.databaseURL, log)
-	if err != nil {
-		return err
-	}
-	sqlDB, err := db.DB()
+	_, sqlDB, err := openAndMigrate(ctx, cfg.databaseURL, log)
 	if err != nil {
 		return err
 	}

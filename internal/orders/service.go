@@ -183,11 +183,12 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 // database, update the cache after the commit.
 func (s *Service) placeLocked(ctx context.Context, o Order, fences Fences, key string) error {
 	skus := SKUs(o.Items)
-	available, err := s.available(ctx, skus, fences)
+	available, loaded, err := s.available(ctx, skus)
 	if err != nil {
 		return err
 	}
 	if short := shortOf(o.Items, available); len(short) > 0 {
+		s.setCache(ctx, loaded, fences) // no write follows: cache what was read
 		return &InsufficientStockError{SKUs: short}
 	}
 	after, err := s.store.Place(ctx, o, fences, key)
@@ -225,9 +226,11 @@ func (s *Service) afterRefusal(ctx context.Context, skus []string, fences Fences
 	}
 }
 
-// available reads the cache and loads what it misses from the database (and into
-// the cache: the caller holds the locks). SKUs that do not exist have none.
-func (s *Service) available(ctx context.Context, skus []string, fences Fences) (map[string]int64, error) {
+// available reads the cache and loads what it misses from the database, and
+// returns what it loaded apart, for the caller (who holds the locks) to cache:
+// after the commit when the order goes on, at once when it is refused. SKUs that
+// do not exist have none.
+func (s *Service) available(ctx context.Context, skus []string) (all, loaded map[string]int64, err error) {
 	out, err := s.cacheGet(ctx, skus)
 	if err != nil {
 		s.log.WarnContext(ctx, "cache read failed; reading the database", "err", err)
@@ -240,17 +243,16 @@ func (s *Service) available(ctx context.Context, skus []string, fences Fences) (
 		}
 	}
 	if len(missing) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
-	loaded, err := s.store.Available(ctx, missing)
+	loaded, err = s.store.Available(ctx, missing)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s.setCache(ctx, loaded, fences)
 	for sku, v := range loaded {
 		out[sku] = v
 	}
-	return out, nil
+	return out, loaded, nil
 }
 
 func (s *Service) cacheGet(ctx context.Context, skus []string) (map[string]int64, error) {

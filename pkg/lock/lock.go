@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -296,7 +297,7 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 			return nil, fmt.Errorf("%w: obtained too late", ErrLeaseLost)
 		}
 		for j, name := range group {
-			i := indexOf(names, name)
+			i := slices.Index(names, name)
 			g.leaseOf[i], g.tokens[i] = l, toks[j]
 		}
 		last = l
@@ -544,29 +545,11 @@ func jitter(d time.Duration) time.Duration {
 func distinct(ls []*lease) []*lease {
 	out := make([]*lease, 0, len(ls))
 	for _, l := range ls {
-		if !containsLease(out, l) {
+		if !slices.Contains(out, l) {
 			out = append(out, l)
 		}
 	}
 	return out
-}
-
-func containsLease(ls []*lease, l *lease) bool {
-	for _, x := range ls {
-		if x == l {
-			return true
-		}
-	}
-	return false
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
 
 func btoi(b bool) int {
