@@ -24,6 +24,7 @@ type serveConfig struct {
 	lockWait        time.Duration
 	requestTimeout  time.Duration
 	shutdownTimeout time.Duration
+	maxBatch        int
 	namespace       string
 	logLevel        string
 	logFormat       string
@@ -73,6 +74,17 @@ func (e *envFlags) duration(p *time.Duration, name, env string, def time.Duratio
 	e.fs.DurationVar(p, name, def, help+" ($"+env+")")
 }
 
+func (e *envFlags) integer(p *int, name, env string, def int, help string) {
+	if v := e.getenv(env); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("$%s: %w", env, err))
+		}
+		def = n
+	}
+	e.fs.IntVar(p, name, def, help+" ($"+env+")")
+}
+
 func (e *envFlags) boolean(p *bool, name, env string, help string) {
 	def := false
 	if v := e.getenv(env); v != "" {
@@ -118,25 +130,26 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	e.secret(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
 	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, audit); empty turns it off")
-	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.StrategyLock), "how orders are serialized: lock, or unsafe (oversells; needs --allow-oversell)")
+	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
+	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", orders.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
 	if err := e.parse(args); err != nil {
 		return c, err
 	}
-	switch orders.Strategy(c.strategy) {
-	case orders.StrategyLock:
-	case orders.StrategyUnsafe:
-		if !c.allowOversell {
-			return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
-		}
-	default:
-		return c, fmt.Errorf("unknown strategy %q (want lock or unsafe)", c.strategy)
+	switch s := orders.Strategy(c.strategy); {
+	case !s.Valid():
+		return c, fmt.Errorf("unknown strategy %q (want %s)", c.strategy, strategyList())
+	case s == orders.StrategyUnsafe && !c.allowOversell:
+		return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
+	}
+	if c.maxBatch < 1 {
+		return c, errors.New("max-batch must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 {
 		return c, errors.New("lock-ttl, lock-wait and request-timeout must be positive")
@@ -145,6 +158,14 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
 	}
 	return c, nil
+}
+
+func strategyList() string {
+	names := make([]string, len(orders.Strategies))
+	for i, s := range orders.Strategies {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 func parseMigrate(args []string, getenv func(string) string, stderr io.Writer) (migrateConfig, error) {

@@ -66,8 +66,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	// A claim on an Idempotency-Key may be taken over only once no request could
 	// still be running under it.
 	stale := max(time.Minute, 2*(cfg.requestTimeout+cfg.lockTTL))
-	svc := orders.NewService(orders.Config{Strategy: orders.Strategy(cfg.strategy), IdempotencyStale: stale}, store,
-		rediscache.NewCache(rdb, keys, time.Hour), rediscache.NewLocker(locks), obs, log, time.Now)
+	deps := orders.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks), Observer: obs}
+	switch orders.Strategy(cfg.strategy) {
+	case orders.StrategyLockPolling:
+		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
+	case orders.StrategyRedisAtomic:
+		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
+	}
+	svc := orders.NewService(orders.Config{Strategy: orders.Strategy(cfg.strategy), IdempotencyStale: stale,
+		MaxBatch: cfg.maxBatch, BatchTimeout: cfg.requestTimeout}, deps, log, time.Now)
 	ready := func(ctx context.Context) error {
 		return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
 	}

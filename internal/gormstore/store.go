@@ -76,21 +76,13 @@ func available(db *gorm.DB, skus []string) (map[string]int64, error) {
 	return out, nil
 }
 
-// Place decrements, guarded and fenced, and writes the order, in one transaction.
+// Place decrements, guarded (and fenced, unless fences is nil), and writes the
+// order, in one transaction.
 func (s *Store) Place(ctx context.Context, o orders.Order, fences orders.Fences, key string) (map[string]int64, error) {
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		now := s.now()
-		for _, it := range o.Items {
-			tok := fences[it.SKU]
-			res := tx.Exec("UPDATE skus SET available = available - ?, fence = ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ? AND fence <= ?", it.Quantity, tok, now, it.SKU, it.Quantity, tok)
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				return whyRefused(tx, o.Items, fences)
-			}
+		if err := s.decrement(tx, o.Items, fences); err != nil {
+			return err
 		}
 		if err := insertOrder(tx, o, fences, key); err != nil {
 			return err
@@ -100,6 +92,148 @@ func (s *Store) Place(ctx context.Context, o orders.Order, fences orders.Fences,
 		return err
 	})
 	return after, unavailable("place", err)
+}
+
+// decrement takes totals (sorted by SKU, so that concurrent transactions lock
+// rows in one order) off the stock with guarded updates, fenced unless fences is
+// nil, or says why it cannot.
+func (s *Store) decrement(tx *gorm.DB, totals []orders.Item, fences orders.Fences) error {
+	now := s.now()
+	for _, it := range totals {
+		var res *gorm.DB
+		if fences == nil {
+			res = tx.Exec("UPDATE skus SET available = available - ?, updated_at = ? WHERE sku = ? AND available >= ?",
+				it.Quantity, now, it.SKU, it.Quantity)
+		} else {
+			tok := fences[it.SKU]
+			res = tx.Exec("UPDATE skus SET available = available - ?, fence = ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ? AND fence <= ?", it.Quantity, tok, now, it.SKU, it.Quantity, tok)
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return whyRefused(tx, totals, fences)
+		}
+	}
+	return nil
+}
+
+// Commit writes a batch of orders and refusals in one transaction.
+func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences) (map[string]int64, error) {
+	var after map[string]int64
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		totals := totalsOf(b.Placed)
+		if err := s.decrement(tx, totals, fences); err != nil {
+			return err
+		}
+		if err := insertBatch(tx, b, fences, s.now()); err != nil {
+			return err
+		}
+		if len(totals) == 0 {
+			return nil
+		}
+		var err error
+		after, err = available(tx, orders.SKUs(totals))
+		return err
+	})
+	if errors.Is(err, gorm.ErrDuplicatedKey) { // a key recorded by a request that committed first
+		err = fmt.Errorf("%w: %w", orders.ErrIdempotencyRunning, err)
+	}
+	return after, unavailable("commit", err)
+}
+
+// totalsOf sums the placements' lines per SKU, sorted by SKU.
+func totalsOf(ps []orders.Placement) []orders.Item {
+	sum := map[string]int{}
+	for _, p := range ps {
+		for _, it := range p.Order.Items {
+			sum[it.SKU] += it.Quantity
+		}
+	}
+	out := make([]orders.Item, 0, len(sum))
+	for sku, q := range sum {
+		out = append(out, orders.Item{SKU: sku, Quantity: q})
+	}
+	slices.SortFunc(out, func(a, b orders.Item) int { return strings.Compare(a.SKU, b.SKU) })
+	return out
+}
+
+// insertRows is the most rows of one INSERT: below every dialect's limit on
+// bound parameters.
+const insertRows = 500
+
+// insertBatch inserts the orders, their lines and ledger entries, and a done
+// idempotency record for every keyed placement and refusal.
+func insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, now time.Time) error {
+	var rows []orderRow
+	var lines []lineRow
+	var ledger []ledgerRow
+	var records []idempotencyRow
+	for _, p := range b.Placed {
+		o := p.Order
+		row := orderRow{ID: o.ID, Status: string(orders.StatusPlaced), CreatedAt: o.CreatedAt}
+		if p.Key != "" {
+			row.IdempotencyKey = &p.Key
+			records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, State: stateDone, Claim: o.ID, OrderID: &o.ID,
+				CreatedAt: now, UpdatedAt: now})
+		}
+		rows = append(rows, row)
+		for _, it := range o.Items {
+			lines = append(lines, lineRow{OrderID: o.ID, SKU: it.SKU, Quantity: int64(it.Quantity)})
+			ledger = append(ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindSale, OrderID: &o.ID,
+				Fence: fences[it.SKU], CreatedAt: o.CreatedAt})
+		}
+	}
+	for _, p := range b.Refused {
+		short := slices.Clone(p.Short)
+		slices.Sort(short)
+		records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, State: stateDone, Claim: p.Order.ID,
+			ShortSKUs: strings.Join(short, ","), CreatedAt: now, UpdatedAt: now})
+	}
+	if err := createAll(tx, rows); err != nil {
+		return err
+	}
+	if err := createAll(tx, lines); err != nil {
+		return err
+	}
+	if err := createAll(tx, ledger); err != nil {
+		return err
+	}
+	return createAll(tx, records)
+}
+
+func createAll[T any](tx *gorm.DB, rows []T) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return tx.CreateInBatches(&rows, insertRows).Error
+}
+
+// Outcomes returns the idempotency records of the keys that have one.
+func (s *Store) Outcomes(ctx context.Context, keys []string) (map[string]orders.Record, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []idempotencyRow
+	if err := db.Where("idem_key IN ?", keys).Find(&rows).Error; err != nil {
+		return nil, unavailable("read idempotency keys", err)
+	}
+	out := make(map[string]orders.Record, len(rows))
+	for _, r := range rows {
+		out[r.Key] = orders.Record{Hash: r.Hash, Done: r.State == stateDone, Outcome: outcomeOf(r)}
+	}
+	return out, nil
+}
+
+func outcomeOf(r idempotencyRow) orders.Outcome {
+	var out orders.Outcome
+	if r.OrderID != nil {
+		out.OrderID = *r.OrderID
+	}
+	if r.ShortSKUs != "" {
+		out.ShortSKUs = strings.Split(r.ShortSKUs, ",")
+	}
+	return out
 }
 
 // whyRefused tells a stale fence from missing stock after a guarded update
@@ -362,14 +496,8 @@ func (s *Store) ClaimIdempotency(ctx context.Context, key, hash, claim string, s
 		case row.Hash != hash:
 			return nil, orders.ErrIdempotencyMismatch
 		case row.State == stateDone:
-			out := &orders.Outcome{}
-			if row.OrderID != nil {
-				out.OrderID = *row.OrderID
-			}
-			if row.ShortSKUs != "" {
-				out.ShortSKUs = strings.Split(row.ShortSKUs, ",")
-			}
-			return out, nil
+			out := outcomeOf(row)
+			return &out, nil
 		case now.Sub(row.UpdatedAt) < staleAfter:
 			return nil, orders.ErrIdempotencyRunning
 		}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -46,6 +48,15 @@ type Store interface {
 	// ReleaseIdempotency drops a running claim whose request ended without an
 	// answer worth replaying (the lock was busy, say), so that a retry runs anew.
 	ReleaseIdempotency(ctx context.Context, key, claim string) error
+	// Outcomes returns the idempotency records of the keys that have one.
+	Outcomes(ctx context.Context, keys []string) (map[string]Record, error)
+	// Commit writes a Batch in one transaction, all of it or nothing: per SKU one
+	// guarded decrement by the batch's total (fenced unless fences is nil), every
+	// order with its lines and ledger entries, and a done idempotency record for
+	// every keyed placement and refusal. It returns the available stock after.
+	// It fails with ErrInsufficientStock when a total is short, ErrStaleFence,
+	// and ErrIdempotencyRunning when one of the keys was recorded meanwhile.
+	Commit(ctx context.Context, b Batch, fences Fences) (map[string]int64, error)
 }
 
 // Outcome is what an idempotency record replays: the order placed, or the SKUs
@@ -80,18 +91,6 @@ type Observer interface {
 	CacheRepaired(sku string)
 }
 
-// Strategy selects how an order is serialized.
-type Strategy string
-
-// The strategies.
-const (
-	// StrategyLock is check-stock, decrement-DB, update-cache under the per-SKU lock.
-	StrategyLock Strategy = "lock"
-	// StrategyUnsafe is the read-modify-write without a lock: the control group
-	// that shows what overselling looks like. Never use it for real.
-	StrategyUnsafe Strategy = "unsafe"
-)
-
 // Config tunes a Service.
 type Config struct {
 	Strategy Strategy
@@ -100,24 +99,37 @@ type Config struct {
 	IdempotencyStale time.Duration
 	// OpTimeout bounds each cache call, so that a slow Redis degrades to the database.
 	OpTimeout time.Duration
+	// MaxBatch is the most orders lock-batch serves in one critical section.
+	MaxBatch int
+	// BatchTimeout bounds one critical section of lock-batch, the lock wait included.
+	BatchTimeout time.Duration
 }
 
 // Service is the order use case.
 type Service struct {
-	cfg    Config
-	store  Store
-	cache  Cache
-	locker Locker
-	obs    Observer
-	log    *slog.Logger
-	now    func() time.Time
+	cfg      Config
+	store    Store
+	cache    Cache
+	locker   Locker
+	reserver Reserver
+	obs      Observer
+	log      *slog.Logger
+	now      func() time.Time
+	batches  batcher
+	onQueued func(n int) // tests only
 }
 
 // NewService returns the use case on its dependencies. now is the clock (time.Now
 // outside tests).
-func NewService(cfg Config, store Store, cache Cache, locker Locker, obs Observer, log *slog.Logger, now func() time.Time) *Service {
+func NewService(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	if cfg.Strategy == "" {
-		cfg.Strategy = StrategyLock
+		cfg.Strategy = DefaultStrategy
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.BatchTimeout <= 0 {
+		cfg.BatchTimeout = DefaultBatchTimeout
 	}
 	if cfg.IdempotencyStale == 0 {
 		cfg.IdempotencyStale = time.Minute
@@ -125,7 +137,8 @@ func NewService(cfg Config, store Store, cache Cache, locker Locker, obs Observe
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = time.Second
 	}
-	return &Service{cfg: cfg, store: store, cache: cache, locker: locker, obs: obs, log: log, now: now}
+	return &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, reserver: d.Reserver, obs: d.Observer,
+		log: log, now: now, batches: batcher{queues: map[string]*batchQueue{}}}
 }
 
 // PlaceRequest is an order as a client sends it.
@@ -149,6 +162,12 @@ func (s *Service) Place(ctx context.Context, req PlaceRequest) (Placed, error) {
 	}
 	o := Order{ID: newID(s.now()), Status: StatusPlaced, Items: items, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	key := req.IdempotencyKey
+	switch s.cfg.Strategy {
+	case StrategyLockBatch, StrategyDBAtomic, StrategyRedisAtomic:
+		// No claim to commit first: the idempotency record is written in the
+		// order's own transaction.
+		return s.placeDirect(ctx, Placement{Order: o, Key: key, Hash: hashItems(items)})
+	}
 	if key != "" {
 		// Not cancelled by a client that hangs up: a claim cancelled in flight may
 		// still be written after the cleanup, and block retries until it goes stale.
@@ -267,6 +286,11 @@ func (s *Service) setCache(ctx context.Context, values map[string]int64, fences 
 	if len(values) == 0 {
 		return
 	}
+	if s.cfg.Strategy == StrategyDBAtomic || s.cfg.Strategy == StrategyRedisAtomic {
+		// Their orders never update the cache: an entry written here would go stale.
+		s.deleteCache(ctx, slices.Collect(maps.Keys(values)))
+		return
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
 	if err := s.cache.Set(cctx, values, fences); err != nil {
@@ -284,6 +308,18 @@ func (s *Service) deleteCache(ctx context.Context, skus []string) {
 	defer cancel()
 	if err := s.cache.Delete(cctx, skus); err != nil {
 		s.log.ErrorContext(ctx, "cache delete failed; entries may be stale until they expire", "skus", skus, "err", err)
+	}
+}
+
+// dropReservations makes redis-atomic's counters reload stock that came back.
+func (s *Service) dropReservations(ctx context.Context, skus []string) {
+	if s.reserver == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.reserver.Drop(cctx, skus); err != nil {
+		s.log.ErrorContext(ctx, "reservation counters not dropped; they are low until they expire", "skus", skus, "err", err)
 	}
 }
 
@@ -334,6 +370,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (Order, error) {
 			return err
 		}
 		s.setCache(ctx, after, fences)
+		s.dropReservations(ctx, SKUs(o.Items))
 		out = cancelled
 		return nil
 	})
@@ -359,6 +396,7 @@ func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (Stoc
 			return err
 		}
 		s.setCache(ctx, map[string]int64{sku: available}, fences)
+		s.dropReservations(ctx, []string{sku})
 		return nil
 	})
 	if err != nil {

@@ -58,7 +58,14 @@ func newWorld(t *testing.T, kind string) *world {
 	return w
 }
 
+// replica returns a replica on the default strategy; locker replaces its lock
+// when not nil.
 func (w *world) replica(t *testing.T, locker orders.Locker) *replica {
+	t.Helper()
+	return w.replicaOf(t, orders.DefaultStrategy, locker)
+}
+
+func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.Locker) *replica {
 	t.Helper()
 	db, err := gormstore.Open(w.dbURL)
 	if err != nil {
@@ -69,16 +76,30 @@ func (w *world) replica(t *testing.T, locker orders.Locker) *replica {
 	rdb := w.redis.Client(t)
 	keys := lock.Keys{Namespace: w.redis.Namespace}
 	if locker == nil {
-		lc, err := lock.New(rdb, &lock.Options{TTL: 5 * time.Second, Wait: 20 * time.Second, Keys: keys})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = lc.Close() })
-		locker = rediscache.NewLocker(lc)
+		locker = w.locker(t)
 	}
 	r := &replica{store: gormstore.New(db, time.Now, 10*time.Second), cache: rediscache.NewCache(rdb, keys, time.Hour), obs: &counts{}}
-	r.svc = orders.NewService(orders.Config{}, r.store, r.cache, locker, r.obs, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	deps := orders.Deps{Store: r.store, Cache: r.cache, Locker: locker, Observer: r.obs}
+	switch strategy {
+	case orders.StrategyLockPolling:
+		deps.Locker = rediscache.NewPollingLocker(rdb, keys, 5*time.Second, 20*time.Second)
+	case orders.StrategyRedisAtomic:
+		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
+	}
+	r.svc = orders.NewService(orders.Config{Strategy: strategy}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 	return r
+}
+
+// locker returns a pkg/lock locker of its own.
+func (w *world) locker(t *testing.T) orders.Locker {
+	t.Helper()
+	lc, err := lock.New(w.redis.Client(t), &lock.Options{TTL: 5 * time.Second, Wait: 20 * time.Second,
+		Keys: lock.Keys{Namespace: w.redis.Namespace}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close() })
+	return rediscache.NewLocker(lc)
 }
 
 func forEachDatabase(t *testing.T, fn func(t *testing.T, kind string)) {
@@ -87,10 +108,30 @@ func forEachDatabase(t *testing.T, fn func(t *testing.T, kind string)) {
 	}
 }
 
-func TestConcurrentOrdersNeverOversell(t *testing.T) {
+// safeStrategies are every strategy but unsafe.
+func safeStrategies() []orders.Strategy {
+	var out []orders.Strategy
+	for _, s := range orders.Strategies {
+		if s != orders.StrategyUnsafe {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// forEachSafeStrategy runs fn for every safe strategy on every database.
+func forEachSafeStrategy(t *testing.T, fn func(t *testing.T, kind string, s orders.Strategy)) {
 	forEachDatabase(t, func(t *testing.T, kind string) {
+		for _, s := range safeStrategies() {
+			t.Run(string(s), func(t *testing.T) { fn(t, kind, s) })
+		}
+	})
+}
+
+func TestConcurrentOrdersNeverOversell(t *testing.T) {
+	forEachSafeStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
 		w := newWorld(t, kind)
-		reps := []*replica{w.replica(t, nil), w.replica(t, nil), w.replica(t, nil)}
+		reps := []*replica{w.replicaOf(t, strategy, nil), w.replicaOf(t, strategy, nil), w.replicaOf(t, strategy, nil)}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		stock := map[string]int64{"A": 60, "B": 20, "C": 5}
@@ -159,10 +200,21 @@ func TestConcurrentOrdersNeverOversell(t *testing.T) {
 	})
 }
 
-func TestCacheIsRepairedWhenTheDatabaseDisagrees(t *testing.T) {
+// lockedStrategies are those whose orders read the stock cache under fenced locks.
+var lockedStrategies = []orders.Strategy{orders.StrategyLockBatch, orders.StrategyLock}
+
+func forEachLockedStrategy(t *testing.T, fn func(t *testing.T, kind string, s orders.Strategy)) {
 	forEachDatabase(t, func(t *testing.T, kind string) {
+		for _, s := range lockedStrategies {
+			t.Run(string(s), func(t *testing.T) { fn(t, kind, s) })
+		}
+	})
+}
+
+func TestCacheIsRepairedWhenTheDatabaseDisagrees(t *testing.T) {
+	forEachLockedStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
 		w := newWorld(t, kind)
-		r := w.replica(t, nil)
+		r := w.replicaOf(t, strategy, nil)
 		ctx := context.Background()
 		if _, err := r.svc.Restock(ctx, "A", 1); err != nil {
 			t.Fatal(err)
@@ -185,9 +237,9 @@ func TestCacheIsRepairedWhenTheDatabaseDisagrees(t *testing.T) {
 }
 
 func TestIdempotentRetryCreatesOneOrder(t *testing.T) {
-	forEachDatabase(t, func(t *testing.T, kind string) {
+	forEachSafeStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
 		w := newWorld(t, kind)
-		a, b := w.replica(t, nil), w.replica(t, nil)
+		a, b := w.replicaOf(t, strategy, nil), w.replicaOf(t, strategy, nil)
 		ctx := context.Background()
 		if _, err := a.svc.Restock(ctx, "A", 10); err != nil {
 			t.Fatal(err)
@@ -236,10 +288,10 @@ func (s staleLocker) WithLocks(ctx context.Context, skus []string, fn func(conte
 }
 
 func TestStaleHolderIsRefusedAndCounted(t *testing.T) {
-	forEachDatabase(t, func(t *testing.T, kind string) {
+	forEachLockedStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
 		w := newWorld(t, kind)
-		live := w.replica(t, nil)
-		stale := w.replica(t, staleLocker{token: 1})
+		live := w.replicaOf(t, strategy, nil)
+		stale := w.replicaOf(t, strategy, staleLocker{token: 1})
 		ctx := context.Background()
 		if _, err := live.svc.Restock(ctx, "A", 5); err != nil { // commits a real, much larger token
 			t.Fatal(err)
@@ -303,4 +355,116 @@ func TestNormalizeMergesAndValidates(t *testing.T) {
 			t.Errorf("%v: got %v, want ErrInvalid", items, err)
 		}
 	}
+}
+
+// gateLocker keeps every caller out of the lock until open is closed.
+type gateLocker struct {
+	open  <-chan struct{}
+	inner orders.Locker
+}
+
+func (g gateLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Fences) error) error {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.inner.WithLocks(ctx, skus, fn)
+}
+
+func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		w := newWorld(t, kind)
+		ctx := context.Background()
+		open := make(chan struct{})
+		r := w.replicaOf(t, orders.StrategyLockBatch, gateLocker{open: open, inner: w.locker(t)})
+		if _, err := w.replicaOf(t, orders.StrategyLock, nil).svc.Restock(ctx, "A", 5); err != nil {
+			t.Fatal(err)
+		}
+		// Nine orders queue while the lock is held elsewhere: seven with their own
+		// keys, one repeating the first key, and one whose client leaves first.
+		const queued = 9
+		orders.OnQueued(r.svc, func(n int) {
+			if n == queued {
+				close(open)
+			}
+		})
+		one := []orders.Item{{SKU: "A", Quantity: 1}}
+		type answer struct {
+			key    string
+			placed orders.Placed
+			err    error
+		}
+		answers := make(chan answer, queued)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			key := fmt.Sprintf("k%d", i%7)
+			wg.Go(func() {
+				p, err := r.svc.Place(ctx, orders.PlaceRequest{Items: one, IdempotencyKey: key})
+				answers <- answer{key, p, err}
+			})
+		}
+		gone, leave := context.WithCancel(ctx)
+		leave()
+		if _, err := r.svc.Place(gone, orders.PlaceRequest{Items: one, IdempotencyKey: "left"}); !errors.Is(err, context.Canceled) {
+			t.Errorf("a caller that left: %v", err)
+		}
+		wg.Wait()
+		close(answers)
+
+		byKey := map[string][]answer{}
+		placed, refused := 0, 0
+		for a := range answers {
+			byKey[a.key] = append(byKey[a.key], a)
+			switch {
+			case a.err == nil && !a.placed.Replayed:
+				placed++
+			case errors.Is(a.err, orders.ErrInsufficientStock):
+				refused++
+			case a.err != nil:
+				t.Errorf("%s: %v", a.key, a.err)
+			}
+		}
+		k0 := byKey["k0"]
+		if len(k0) != 2 || (k0[0].err == nil) != (k0[1].err == nil) || k0[0].placed.Order.ID != k0[1].placed.Order.ID {
+			t.Errorf("the repeated key got different answers: %+v", k0)
+		}
+		// Five units: five orders placed; the other two keys, and the repeat when
+		// its first was refused, were refused.
+		if placed != 5 || refused+placed != 8-boolInt(k0[0].err == nil) {
+			t.Errorf("%d placed, %d refused; want 5 placed of 5 units", placed, refused)
+		}
+
+		db := r.store.DB()
+		var sales, fences int64
+		db.Raw("SELECT COUNT(*) FROM stock_ledger WHERE kind = 'sale'").Scan(&sales)
+		db.Raw("SELECT COUNT(DISTINCT fence) FROM stock_ledger WHERE kind = 'sale'").Scan(&fences)
+		if sales != 5 || fences != 1 {
+			t.Errorf("%d sales under %d fencing tokens; want 5 under one (one critical section)", sales, fences)
+		}
+		var left, records int64
+		db.Raw("SELECT COUNT(*) FROM orders o JOIN idempotency_records r ON r.order_id = o.id WHERE o.idempotency_key = 'left'").Scan(&left)
+		db.Raw("SELECT COUNT(*) FROM idempotency_records").Scan(&records)
+		if left != 0 || records != 7 {
+			t.Errorf("%d orders of the caller who left, %d idempotency records; want 0 and 7", left, records)
+		}
+		if kind == testenv.Postgres {
+			var txs int64
+			db.Raw("SELECT COUNT(DISTINCT x) FROM (SELECT xmin::text AS x FROM orders UNION ALL SELECT xmin::text FROM idempotency_records) t").Scan(&txs)
+			if txs != 1 {
+				t.Errorf("the batch took %d transactions; want 1", txs)
+			}
+		}
+		audit, err := r.svc.Audit(ctx)
+		if err != nil || !audit.Consistent || audit.SKUs[0].Sold != 5 {
+			t.Errorf("audit %+v %v", audit, err)
+		}
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
