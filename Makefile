@@ -6,6 +6,7 @@ MOCKERY       ?= $(GO) run github.com/vektra/mockery/v3@v3.7.0
 TEST_FLAGS    ?= -race -count=1 -timeout 15m
 BENCH         ?= .
 BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
+PROFILE       ?= quick
 
 .DEFAULT_GOAL := help
 
@@ -23,7 +24,11 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: bench
-bench: ## Run the benchmarks: pkg/lock (private redis-server), the load generator against wrk.
+bench: ## Strategies side by side on this machine's Redis and PostgreSQL: BENCHMARKS.md, charts (PROFILE=quick|full).
+	$(GO) run ./cmd/bench -profile $(PROFILE)
+
+.PHONY: bench-micro
+bench-micro: ## Micro-benchmarks: pkg/lock against redislock (private redis-server), the load generator against wrk.
 	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x ./loadtest
 

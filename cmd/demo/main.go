@@ -9,7 +9,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,23 +17,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/stockguard/stockguard/internal/embedredis"
+	"github.com/stockguard/stockguard/internal/topology"
 )
 
 func main() {
@@ -73,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	log.Info("building stockguard and the load generator")
-	bins, err := build(ctx, dir)
+	bins, err := topology.Build(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -102,45 +94,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-type binaries struct{ stockguard, loadtest string }
-
-// build compiles both binaries: the replicas must be separate OS processes, so
-// that nothing in memory can be shared between them.
-func build(ctx context.Context, dir string) (binaries, error) {
-	b := binaries{stockguard: filepath.Join(dir, "stockguard"), loadtest: filepath.Join(dir, "loadtest")}
-	root, err := moduleRoot()
-	if err != nil {
-		return b, err
-	}
-	for out, pkg := range map[string]string{b.stockguard: "./cmd/stockguard", b.loadtest: "./loadtest"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-		cmd.Dir = root
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
-		}
-	}
-	return b, nil
-}
-
-// moduleRoot is the nearest folder up from here with a go.mod: the demo runs
-// from the repository, by make demo or go run.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above this folder: run the demo from the stockguard repository")
-		}
-		dir = parent
-	}
-}
-
 type roundResult struct {
 	Strategy string
 	Accepted float64 `json:"orders_accepted"`
@@ -161,42 +114,42 @@ type roundResult struct {
 const adminToken = "demo-admin-token"
 
 // runRound starts the replicas and the balancer, drives them, and stops them.
-func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, strategy string, o options, log *slog.Logger) (roundResult, error) {
+func runRound(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL, strategy string, o options, log *slog.Logger) (roundResult, error) {
 	if databaseURL == "" {
 		databaseURL = "sqlite:" + filepath.Join(dir, strategy+".db")
 	}
 	ns := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	defer dropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
+	defer topology.DropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
 	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
 		"STOCKGUARD_NAMESPACE="+ns,
 		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true",
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
 		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s") // a quick stop on Ctrl-C
-	mig := exec.CommandContext(ctx, bins.stockguard, "migrate")
+	mig := exec.CommandContext(ctx, bins.Stockguard, "migrate")
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {
 		return roundResult{}, fmt.Errorf("migrate: %w\n%s", err, out)
 	}
 	var backends []string
 	var procs []*exec.Cmd
-	defer func() { stopAll(procs) }()
+	defer func() { topology.StopAll(procs) }()
 	for i := range o.replicas {
-		cmd, url, err := startReplica(ctx, bins.stockguard, env)
+		cmd, url, err := topology.StartReplica(ctx, bins.Stockguard, env)
 		if err != nil {
 			return roundResult{}, fmt.Errorf("replica %d: %w", i, err)
 		}
 		procs = append(procs, cmd)
 		backends = append(backends, url)
 	}
-	lb, err := startBalancer(ctx, backends, log)
+	lb, err := topology.StartBalancer(ctx, backends, log)
 	if err != nil {
 		return roundResult{}, err
 	}
-	defer lb.stop(ctx)
-	log.Info("round starts", "strategy", strategy, "replicas", len(backends), "balancer", lb.url)
+	defer lb.Stop(ctx)
+	log.Info("round starts", "strategy", strategy, "replicas", len(backends), "balancer", lb.URL)
 
 	summary := filepath.Join(dir, strategy+"-summary.json")
-	load := exec.CommandContext(ctx, bins.loadtest, "-url", lb.url, "-admin-token", adminToken,
+	load := exec.CommandContext(ctx, bins.Loadtest, "-url", lb.URL, "-admin-token", adminToken,
 		"-vus", strconv.Itoa(o.vus), "-duration", o.duration.String(), "-skus", "1", "-stock", strconv.Itoa(o.stock),
 		"-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
 		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
@@ -217,157 +170,12 @@ func runRound(ctx context.Context, bins binaries, dir, redisURL, databaseURL, st
 	return r, nil
 }
 
-// dropNamespace deletes the round's keys ({<ns>:...}) once its replicas stopped.
-func dropNamespace(ctx context.Context, redisURL, ns string, log *slog.Logger) {
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return
-	}
-	rdb := redis.NewClient(opt)
-	defer func() { _ = rdb.Close() }()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second) // also after Ctrl-C
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, "{"+ns+":*", 500).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		log.Warn("could not remove the demo's Redis keys", "namespace", ns, "err", err)
-	}
-}
-
 func printTable(w io.Writer, rows []roundResult, o options) {
 	fmt.Fprintf(w, "\n%-8s %9s %8s %6s %9s %9s %9s %9s\n", "strategy", "accepted", "stocked", "sold", "oversold", "req/s", "p95", "p99")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-8s %9.0f %8.0f %6.0f %9.0f %9.0f %7.1fms %7.1fms\n", r.Strategy, r.Accepted, r.Audit.Stocked,
 			r.Audit.ServerSold, r.Oversold, r.Reqs/max(r.Duration, 0.001), r.Latency.P95, r.Latency.P99)
 	}
-}
-
-// startReplica runs "stockguard serve" in its own process group and returns its
-// base URL once it listens.
-func startReplica(ctx context.Context, bin string, env []string) (*exec.Cmd, string, error) {
-	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, "serve")
-	cmd.Env = env
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() {
-		stopAll([]*exec.Cmd{cmd})
-		return nil, "", errors.New("the replica exited before listening")
-	}
-	addr, ok := strings.CutPrefix(lines.Text(), "listening on ")
-	if !ok {
-		stopAll([]*exec.Cmd{cmd})
-		return nil, "", fmt.Errorf("unexpected first line %q", lines.Text())
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return cmd, "http://" + addr, nil
-}
-
-// stopAll stops replicas gracefully, and kills what does not stop in time.
-func stopAll(procs []*exec.Cmd) {
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Go(func() {
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = p.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-				<-done
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// balancer is a round-robin reverse proxy over the replicas that answer
-// /readyz, checked every half second; the demo's stand-in for nginx.
-type balancer struct {
-	url     string
-	srv     *http.Server
-	stopped chan struct{}
-}
-
-func startBalancer(ctx context.Context, backends []string, log *slog.Logger) (*balancer, error) {
-	type backend struct {
-		proxy   *httputil.ReverseProxy
-		url     string
-		healthy atomic.Bool
-	}
-	var bs []*backend
-	for _, b := range backends {
-		u, err := url.Parse(b)
-		if err != nil {
-			return nil, err
-		}
-		be := &backend{proxy: httputil.NewSingleHostReverseProxy(u), url: b}
-		// A client that gave up (the load generator abandons some attempts on
-		// purpose) is no news worth a log line.
-		be.proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-		be.proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}
-		be.healthy.Store(true)
-		bs = append(bs, be)
-	}
-	var next atomic.Uint64
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for range len(bs) {
-			be := bs[next.Add(1)%uint64(len(bs))]
-			if be.healthy.Load() {
-				be.proxy.ServeHTTP(w, r)
-				return
-			}
-		}
-		http.Error(w, "no healthy replica", http.StatusBadGateway)
-	})
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	b := &balancer{url: "http://" + ln.Addr().String(), stopped: make(chan struct{}),
-		srv: &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
-	go func() { _ = b.srv.Serve(ln) }()
-	go func() { //nolint:contextcheck // the health checks live until stop, not until ctx
-		client := &http.Client{Timeout: time.Second}
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-b.stopped:
-				return
-			case <-tick.C:
-			}
-			for _, be := range bs {
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, be.url+"/readyz", nil)
-				resp, err := client.Do(req)
-				ok := err == nil && resp.StatusCode == http.StatusOK
-				if err == nil {
-					_ = resp.Body.Close()
-				}
-				if be.healthy.Swap(ok) != ok {
-					log.Warn("replica health changed", "replica", be.url, "healthy", ok)
-				}
-			}
-		}
-	}()
-	return b, nil
-}
-
-func (b *balancer) stop(ctx context.Context) {
-	close(b.stopped)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = b.srv.Shutdown(ctx)
 }
 
 // startRedis returns REDIS_URL when set, else starts a private redis-server on a
@@ -394,7 +202,7 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 		}
 		stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if err := waitRedis(ctx, addr); err != nil {
+		if err := topology.WaitRedis(ctx, addr); err != nil {
 			stop()
 			return "", nil, err
 		}
@@ -407,21 +215,4 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 	}
 	log.Info("no redis-server on the PATH: using an embedded Redis (miniredis)", "addr", addr)
 	return "redis://" + addr + "/0", stop, nil
-}
-
-func waitRedis(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer func() { _ = rdb.Close() }()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for rdb.Ping(ctx).Err() != nil {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis-server on %s did not start: %w", addr, ctx.Err())
-		case <-tick.C:
-		}
-	}
-	return nil
 }

@@ -1,0 +1,170 @@
+// Command bench measures stockguard's strategies side by side, the way it is
+// deployed: three replica processes behind a balancer, on the machine's Redis and
+// PostgreSQL (fsync on), driven by the load generator. For every strategy,
+// workload and VU count it runs the load a few times and keeps the medians; it
+// runs pgbench's guarded single-row UPDATE on the same database as the ceiling
+// of "the database alone, one order per commit"; and it writes BENCHMARKS.md,
+// the results as JSON and PNG charts, with the machine and settings beside them.
+//
+//	go run ./cmd/bench                 # the quick profile (make bench)
+//	go run ./cmd/bench -profile full   # longer runs, more repeats
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Workload is one kind of load, as load generator flags.
+type Workload struct {
+	Name       string  `json:"name"`
+	Title      string  `json:"title"`
+	SKUs       int     `json:"skus"`
+	Popularity string  `json:"popularity"`
+	Multi      float64 `json:"multi"`
+	Stock      int     `json:"stock"`
+}
+
+// The workloads of the issue: one hot SKU, 100 SKUs with zipf popularity, and
+// orders of two to three SKUs. Stock is ample: throughput is measured while there
+// is stock to sell; the sell-out run below checks overselling.
+var workloads = []Workload{
+	{Name: "hot", Title: "one hot SKU", SKUs: 1, Popularity: "uniform", Stock: 100_000_000},
+	{Name: "zipf", Title: "100 SKUs, zipf", SKUs: 100, Popularity: "zipf", Stock: 10_000_000},
+	{Name: "multi", Title: "multi-SKU orders (2-3 of 100 SKUs)", SKUs: 100, Popularity: "uniform", Multi: 1, Stock: 10_000_000},
+}
+
+// sellout sells a hot SKU out at the highest VU count: the audit must find no
+// unit oversold, except with unsafe.
+var sellout = Workload{Name: "sellout", Title: "sell-out of 300 units", SKUs: 1, Popularity: "uniform", Stock: 300}
+
+// Profile is how long and how often each point is measured.
+type Profile struct {
+	Name     string        `json:"name"`
+	Duration time.Duration `json:"duration_ns"`
+	Repeats  int           `json:"repeats"`
+	VUs      []int         `json:"vus"`
+	PgBench  time.Duration `json:"pgbench_duration_ns"`
+}
+
+var profiles = map[string]Profile{
+	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 3, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second},
+	"full":  {Name: "full", Duration: 10 * time.Second, Repeats: 5, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second},
+}
+
+type options struct {
+	profile     Profile
+	strategies  []orders.Strategy
+	workloads   []Workload
+	replicas    int
+	databaseURL string
+	redisURL    string
+	out         string
+	markdown    string
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	profile := fs.String("profile", "quick", "quick (under 10 minutes) or full")
+	strategies := fs.String("strategies", joinStrategies(orders.Strategies), "strategies to measure, comma-separated")
+	names := fs.String("workloads", "hot,zipf,multi", "workloads to run, comma-separated: hot, zipf, multi")
+	vus := fs.String("vus", "", "VU counts, comma-separated (default: the profile's)")
+	duration := fs.Duration("duration", 0, "length of each run (default: the profile's)")
+	repeats := fs.Int("repeats", 0, "runs per point; the median is kept (default: the profile's)")
+	var o options
+	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
+	fs.StringVar(&o.databaseURL, "database-url", envOr(getenv, "STOCKGUARD_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/stockguard_bench?sslmode=disable"),
+		"PostgreSQL database to run on; created if missing, emptied before each strategy ($STOCKGUARD_BENCH_DATABASE_URL)")
+	fs.StringVar(&o.redisURL, "redis-url", envOr(getenv, "STOCKGUARD_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		"Redis to run on; each strategy gets its own namespace, deleted after ($STOCKGUARD_BENCH_REDIS_URL)")
+	fs.StringVar(&o.out, "out", "benchmarks", "folder for results.json and the charts")
+	fs.StringVar(&o.markdown, "markdown", "BENCHMARKS.md", "the report to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	p, ok := profiles[*profile]
+	if !ok {
+		return fmt.Errorf("profile %q (want quick or full)", *profile)
+	}
+	if *duration > 0 {
+		p.Duration = *duration
+	}
+	if *repeats > 0 {
+		p.Repeats = *repeats
+	}
+	if *vus != "" {
+		p.VUs = nil
+		for _, v := range strings.Split(*vus, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 {
+				return fmt.Errorf("vus: %q is not a positive number", v)
+			}
+			p.VUs = append(p.VUs, n)
+		}
+	}
+	o.profile = p
+	for _, s := range strings.Split(*strategies, ",") {
+		st := orders.Strategy(strings.TrimSpace(s))
+		if !st.Valid() {
+			return fmt.Errorf("unknown strategy %q", s)
+		}
+		o.strategies = append(o.strategies, st)
+	}
+	for _, n := range strings.Split(*names, ",") {
+		i := slices.IndexFunc(workloads, func(w Workload) bool { return w.Name == strings.TrimSpace(n) })
+		if i < 0 {
+			return fmt.Errorf("unknown workload %q", n)
+		}
+		o.workloads = append(o.workloads, workloads[i])
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	res, err := measure(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	if err := res.write(o); err != nil {
+		return err
+	}
+	res.printSummary(stdout)
+	fmt.Fprintf(stdout, "\nwrote %s, %s/results.json and the charts in %s/\n", o.markdown, o.out, o.out)
+	return nil
+}
+
+func joinStrategies(ss []orders.Strategy) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ",")
+}
+
+func envOr(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/topology"
+)
+
+const adminToken = "bench-admin-token"
+
+// Run is one load generator run.
+type Run struct {
+	Strategy     string  `json:"strategy"`
+	Workload     string  `json:"workload"`
+	VUs          int     `json:"vus"`
+	Accepted     int64   `json:"orders_accepted"`
+	Refused      int64   `json:"orders_refused"`
+	Reqs         int64   `json:"http_reqs"`
+	FailedRatio  float64 `json:"http_req_failed"`
+	Seconds      float64 `json:"duration_s"`
+	OrdersPerSec float64 `json:"orders_per_s"`
+	P50          float64 `json:"p50_ms"`
+	P95          float64 `json:"p95_ms"`
+	P99          float64 `json:"p99_ms"`
+	Oversold     int64   `json:"oversold"`
+	Consistent   bool    `json:"consistent"`
+	Unsettled    int64   `json:"orders_unsettled"`
+	Mismatches   int     `json:"mismatches"`
+	RedisCmds    int64   `json:"redis_commands"`
+	DBWriteTxs   int64   `json:"db_write_transactions"`
+}
+
+// measure runs every strategy through every workload and VU count.
+func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
+	dir, err := os.MkdirTemp("", "stockguard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	log.Info("building stockguard and the load generator")
+	bins, err := topology.Build(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := createDatabase(ctx, o.databaseURL); err != nil {
+		return nil, err
+	}
+	db, err := gormstore.Open(o.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, _ := db.DB()
+	defer func() { _ = sqlDB.Close() }()
+	if _, err := gormstore.Migrate(ctx, db); err != nil {
+		return nil, err
+	}
+	ropt, err := redis.ParseURL(o.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(ropt)
+	defer func() { _ = rdb.Close() }()
+
+	res := &Results{Profile: o.profile, Replicas: o.replicas, Default: string(orders.DefaultStrategy),
+		RSS: map[string]int64{}, Sellout: map[string]Run{}}
+	res.Machine = machine(ctx, db, rdb)
+	total := len(o.strategies) * (len(o.workloads)*len(o.profile.VUs)*o.profile.Repeats + 1)
+	log.Info("plan", "profile", o.profile.Name, "strategies", len(o.strategies), "runs", total,
+		"run_length", o.profile.Duration, "estimate", (time.Duration(total) * (o.profile.Duration + 1500*time.Millisecond)).Round(time.Minute))
+
+	for i := range o.profile.Repeats {
+		tps, err := pgbench(ctx, db, o.databaseURL, o.profile.PgBench)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("pgbench: guarded single-row UPDATE, 8 clients", "repeat", i+1, "tps", int(tps))
+		res.PgBench = append(res.PgBench, tps)
+	}
+
+	done := 0
+	start := time.Now()
+	for _, s := range o.strategies {
+		runs, sell, rss, err := measureStrategy(ctx, o, bins, db, rdb, s, log, func() {
+			done++
+			left := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
+			log.Info("progress", "runs", fmt.Sprintf("%d/%d", done, total), "left", left.Round(time.Second))
+		})
+		if ctx.Err() != nil {
+			return nil, errors.New("interrupted: every process the benchmark started is stopped")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s, err)
+		}
+		res.Runs = append(res.Runs, runs...)
+		res.Sellout[string(s)] = sell
+		res.RSS[string(s)] = rss
+	}
+	res.summarize()
+	return res, nil
+}
+
+// measureStrategy starts the replicas on s and runs every point, then the sell-out.
+func measureStrategy(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
+	s orders.Strategy, log *slog.Logger, tick func()) (runs []Run, sell Run, peakRSS int64, err error) {
+	// Each strategy starts on empty tables, so that none pays for another's rows.
+	if err := db.WithContext(ctx).Exec("TRUNCATE skus, orders, order_lines, stock_ledger, idempotency_records").Error; err != nil {
+		return nil, sell, 0, fmt.Errorf("truncate: %w", err)
+	}
+	ns := "bench-" + string(s) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	defer topology.DropNamespace(ctx, o.redisURL, ns, log)
+	env := append(os.Environ(), "DATABASE_URL="+o.databaseURL, "REDIS_URL="+o.redisURL, "STOCKGUARD_NAMESPACE="+ns,
+		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+string(s), "STOCKGUARD_ALLOW_OVERSELL=true",
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error")
+	var procs []*exec.Cmd
+	defer func() { topology.StopAll(procs) }()
+	var backends []string
+	for i := range o.replicas {
+		cmd, u, err := topology.StartReplica(ctx, bins.Stockguard, env)
+		if err != nil {
+			return nil, sell, 0, fmt.Errorf("replica %d: %w", i, err)
+		}
+		procs = append(procs, cmd)
+		backends = append(backends, u)
+	}
+	lb, err := topology.StartBalancer(ctx, backends, log)
+	if err != nil {
+		return nil, sell, 0, err
+	}
+	defer lb.Stop(ctx)
+	log.Info("strategy starts", "strategy", s, "replicas", len(backends))
+
+	point := func(w Workload, vus int, d time.Duration) (Run, error) {
+		r, err := loadRun(ctx, bins.Loadtest, lb.URL, rdb, db, w, vus, d)
+		r.Strategy = string(s)
+		tick()
+		return r, err
+	}
+	for _, w := range o.workloads {
+		for _, vus := range o.profile.VUs {
+			for range o.profile.Repeats {
+				r, err := point(w, vus, o.profile.Duration)
+				if err != nil {
+					return nil, sell, 0, err
+				}
+				log.Info("run", "strategy", s, "workload", w.Name, "vus", vus, "orders/s", int(r.OrdersPerSec),
+					"p99_ms", r.P99, "oversold", r.Oversold, "consistent", r.Consistent)
+				runs = append(runs, r)
+			}
+		}
+	}
+	sell, err = point(sellout, slicesMax(o.profile.VUs), o.profile.Duration)
+	if err != nil {
+		return nil, sell, 0, err
+	}
+	log.Info("sell-out", "strategy", s, "sold", sell.Accepted, "oversold", sell.Oversold, "consistent", sell.Consistent)
+	for _, p := range procs {
+		peakRSS = max(peakRSS, vmHWM(p.Process.Pid))
+	}
+	return runs, sell, peakRSS, nil
+}
+
+// loadRun runs the load generator once and reads its JSON summary, counting the
+// Redis commands and database write transactions it caused.
+func loadRun(ctx context.Context, bin, baseURL string, rdb *redis.Client, db *gorm.DB, w Workload, vus int, d time.Duration) (Run, error) {
+	f, err := os.CreateTemp("", "bench-summary-*.json")
+	if err != nil {
+		return Run{}, err
+	}
+	_ = f.Close()
+	defer func() { _ = os.Remove(f.Name()) }()
+	cmdsBefore, err := redisCommands(ctx, rdb)
+	if err != nil {
+		return Run{}, err
+	}
+	xidBefore, err := nextXID(ctx, db)
+	if err != nil {
+		return Run{}, err
+	}
+	load := exec.CommandContext(ctx, bin, "-url", baseURL, "-admin-token", adminToken, "-vus", strconv.Itoa(vus),
+		"-duration", d.String(), "-skus", strconv.Itoa(w.SKUs), "-popularity", w.Popularity, "-stock", strconv.Itoa(w.Stock),
+		"-max-quantity", "1", "-multi", strconv.FormatFloat(w.Multi, 'f', -1, 64), "-retry", "0", "-abandon", "0", "-cancel", "0",
+		"-summary-json", f.Name(), "-quiet")
+	if out, err := load.CombinedOutput(); err != nil {
+		return Run{}, fmt.Errorf("load generator: %w\n%s", err, lastLines(out, 10))
+	}
+	cmdsAfter, err := redisCommands(ctx, rdb)
+	if err != nil {
+		return Run{}, err
+	}
+	xidAfter, err := nextXID(ctx, db)
+	if err != nil {
+		return Run{}, err
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return Run{}, err
+	}
+	var sum struct {
+		Seconds  float64 `json:"duration_s"`
+		Reqs     int64   `json:"http_reqs"`
+		Failed   float64 `json:"http_req_failed"`
+		Accepted int64   `json:"orders_accepted"`
+		Refused  int64   `json:"orders_refused"`
+		Oversold int64   `json:"oversold"`
+		Latency  struct {
+			P50 float64 `json:"med"`
+			P95 float64 `json:"p(95)"`
+			P99 float64 `json:"p(99)"`
+		} `json:"http_req_duration_ms"`
+		Audit struct {
+			Consistent bool     `json:"server_consistent"`
+			Unsettled  int64    `json:"orders_unsettled"`
+			Mismatches []string `json:"mismatches"`
+		} `json:"audit"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return Run{}, fmt.Errorf("load generator summary: %w", err)
+	}
+	return Run{Workload: w.Name, VUs: vus, Accepted: sum.Accepted, Refused: sum.Refused, Reqs: sum.Reqs,
+		FailedRatio: sum.Failed, Seconds: sum.Seconds, OrdersPerSec: float64(sum.Accepted) / max(sum.Seconds, 1e-9),
+		P50: sum.Latency.P50, P95: sum.Latency.P95, P99: sum.Latency.P99, Oversold: sum.Oversold,
+		Consistent: sum.Audit.Consistent, Unsettled: sum.Audit.Unsettled, Mismatches: len(sum.Audit.Mismatches),
+		RedisCmds: cmdsAfter - cmdsBefore - 1, DBWriteTxs: xidAfter - xidBefore}, nil
+}
+
+// createDatabase creates the database of rawURL when it is missing, from the
+// server's postgres database.
+func createDatabase(ctx context.Context, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if !regexp.MustCompile(`^[a-z_][a-z0-9_]*$`).MatchString(name) {
+		return fmt.Errorf("database name %q: want lowercase letters, digits and _", name)
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	db, err := gormstore.Open(admin.String())
+	if err != nil {
+		return err
+	}
+	sqlDB, _ := db.DB()
+	defer func() { _ = sqlDB.Close() }()
+	var n int64
+	if err := db.WithContext(ctx).Raw("SELECT COUNT(*) FROM pg_database WHERE datname = ?", name).Scan(&n).Error; err != nil {
+		return fmt.Errorf("look for database %s: %w", name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return db.WithContext(ctx).Exec("CREATE DATABASE " + name).Error
+}
+
+var pgbenchTPS = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+// pgbench runs the guarded single-row UPDATE that every order path ends in, one
+// per transaction, with 8 clients on one row: the database alone.
+func pgbench(ctx context.Context, db *gorm.DB, rawURL string, d time.Duration) (float64, error) {
+	const sku = "pgbench-hot"
+	if err := db.WithContext(ctx).Exec("INSERT INTO skus (sku, available, fence, updated_at) VALUES (?, ?, 0, now()) "+
+		"ON CONFLICT (sku) DO UPDATE SET available = EXCLUDED.available", sku, int64(1)<<40).Error; err != nil {
+		return 0, fmt.Errorf("pgbench row: %w", err)
+	}
+	script, err := os.CreateTemp("", "pgbench-*.sql")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.Remove(script.Name()) }()
+	fmt.Fprintf(script, "UPDATE skus SET available = available - 1, updated_at = now() WHERE sku = '%s' AND available >= 1;\n", sku)
+	_ = script.Close()
+	out, err := exec.CommandContext(ctx, "pgbench", "-n", "-c", "8", "-j", strconv.Itoa(min(8, runtime.NumCPU())),
+		"-T", strconv.Itoa(int(d.Seconds())), "-f", script.Name(), rawURL).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %w\n%s", err, lastLines(out, 10))
+	}
+	m := pgbenchTPS.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench printed no tps:\n%s", lastLines(out, 10))
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+// redisCommands is the server's count of commands processed (this call's own
+// INFO included: the caller subtracts one).
+func redisCommands(ctx context.Context, rdb *redis.Client) (int64, error) {
+	info, err := rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis info: %w", err)
+	}
+	v, ok := infoField(info, "total_commands_processed")
+	if !ok {
+		return 0, errors.New("redis info: no total_commands_processed")
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+func infoField(info, name string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// nextXID is the next transaction id PostgreSQL will assign: the difference
+// between two readings counts the transactions that wrote, on the whole server
+// (a read-only transaction takes none). Reading it takes none either.
+func nextXID(ctx context.Context, db *gorm.DB) (int64, error) {
+	var s string
+	if err := db.WithContext(ctx).Raw("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").Scan(&s).Error; err != nil {
+		return 0, fmt.Errorf("next xid: %w", err)
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// vmHWM is a process's peak resident set in bytes, from /proc.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	v, ok := infoField(string(b), "VmHWM")
+	if !ok {
+		return 0
+	}
+	kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+	return kb << 10
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func slicesMax(xs []int) int {
+	m := xs[0]
+	for _, x := range xs[1:] {
+		m = max(m, x)
+	}
+	return m
+}
