@@ -25,6 +25,7 @@ type serveConfig struct {
 	requestTimeout  time.Duration
 	shutdownTimeout time.Duration
 	maxBatch        int
+	pprofAddr       string
 	namespace       string
 	logLevel        string
 	logFormat       string
@@ -137,6 +138,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
 	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", orders.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
+	e.str(&c.pprofAddr, "pprof-addr", "STOCKGUARD_PPROF_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address; empty turns them off")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
 	if err := e.parse(args); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,6 +102,13 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait)
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 
+	if cfg.pprofAddr != "" {
+		stopPprof, err := servePprof(ctx, cfg.pprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -117,6 +125,25 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// servePprof serves Go's profiles on their own address, apart from the API, so
+// that a replica under load can be profiled where it runs.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) (func(), error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("serving profiles", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 // openAndMigrate connects and applies the migrations; the caller closes sqlDB.
