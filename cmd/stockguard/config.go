@@ -14,19 +14,21 @@ import (
 )
 
 type serveConfig struct {
-	addr            string
-	databaseURL     string
-	redisURL        string
-	adminToken      string
-	strategy        string
-	allowOversell   bool
-	lockTTL         time.Duration
-	lockWait        time.Duration
-	requestTimeout  time.Duration
-	shutdownTimeout time.Duration
-	namespace       string
-	logLevel        string
-	logFormat       string
+	addr              string
+	databaseURL       string
+	redisURL          string
+	adminToken        string
+	strategy          string
+	allowOversell     bool
+	lockTTL           time.Duration
+	lockWait          time.Duration
+	requestTimeout    time.Duration
+	shutdownTimeout   time.Duration
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	namespace         string
+	logLevel          string
+	logFormat         string
 }
 
 type migrateConfig struct {
@@ -123,6 +125,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
+	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
+	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
@@ -138,8 +142,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	default:
 		return c, fmt.Errorf("unknown strategy %q (want lock or unsafe)", c.strategy)
 	}
-	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 {
-		return c, errors.New("lock-ttl, lock-wait and request-timeout must be positive")
+	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 {
+		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout and read-timeout must be positive")
 	}
 	if c.shutdownTimeout < c.requestTimeout {
 		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
