@@ -14,21 +14,23 @@ import (
 )
 
 type serveConfig struct {
-	addr            string
-	databaseURL     string
-	redisURL        string
-	adminToken      string
-	strategy        string
-	allowOversell   bool
-	lockTTL         time.Duration
-	lockWait        time.Duration
-	requestTimeout  time.Duration
-	shutdownTimeout time.Duration
-	maxBatch        int
-	pprofAddr       string
-	namespace       string
-	logLevel        string
-	logFormat       string
+	addr              string
+	databaseURL       string
+	redisURL          string
+	adminToken        string
+	strategy          string
+	allowOversell     bool
+	lockTTL           time.Duration
+	lockWait          time.Duration
+	requestTimeout    time.Duration
+	shutdownTimeout   time.Duration
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	maxBatch          int
+	pprofAddr         string
+	namespace         string
+	logLevel          string
+	logFormat         string
 }
 
 type migrateConfig struct {
@@ -137,6 +139,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
 	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", orders.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
+	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
+	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
 	e.str(&c.pprofAddr, "pprof-addr", "STOCKGUARD_PPROF_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address; empty turns them off")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
@@ -153,8 +157,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if c.maxBatch < 1 {
 		return c, errors.New("max-batch must be at least 1")
 	}
-	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 {
-		return c, errors.New("lock-ttl, lock-wait and request-timeout must be positive")
+	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 {
+		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout and read-timeout must be positive")
 	}
 	if c.shutdownTimeout < c.requestTimeout {
 		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")

@@ -36,6 +36,8 @@ func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 		{"--strategy", "fast"},
 		{"--strategy", "unsafe"},
 		{"--lock-wait", "0s"},
+		{"--read-header-timeout", "0s"},
+		{"--read-timeout", "-1s"},
 		{"--request-timeout", "30s", "--shutdown-timeout", "10s"},
 		{"extra"},
 	} {

@@ -83,15 +83,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	handler := httpapi.New(httpapi.Config{AdminToken: cfg.adminToken, RequestTimeout: cfg.requestTimeout},
 		svc, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
 
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second, // a slow-header client cannot hold a connection
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      cfg.requestTimeout + 5*time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(cfg, handler, log)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -144,6 +136,21 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) (func(), err
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("serving profiles", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
+}
+
+// newHTTPServer is the http.Server of a replica. Its timeouts bound what a slow
+// or stalled client can hold: a connection whose headers take longer than
+// read-header-timeout, or whose whole request longer than read-timeout, is cut.
+func newHTTPServer(cfg serveConfig, handler http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: cfg.readHeaderTimeout,
+		ReadTimeout:       cfg.readTimeout,
+		WriteTimeout:      cfg.requestTimeout + 5*time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // openAndMigrate connects and applies the migrations; the caller closes sqlDB.

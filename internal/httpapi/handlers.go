@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -9,9 +10,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -61,11 +64,7 @@ func (s *server) placeOrder(c *gin.Context) {
 			Message: fmt.Sprintf("must be 1 to %d visible ASCII characters", maxIdempotencyKey)}}})
 		return
 	}
-	items := make([]orders.Item, len(req.Items))
-	for i, it := range req.Items {
-		items[i] = orders.Item{SKU: it.SKU, Quantity: int(quantity(it.Quantity, orders.MaxQuantity))}
-	}
-	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: items, IdempotencyKey: key})
+	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: req.items(), IdempotencyKey: key})
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -75,6 +74,15 @@ func (s *server) placeOrder(c *gin.Context) {
 	}
 	c.Header("Location", "/v1/orders/"+placed.Order.ID)
 	c.JSON(http.StatusCreated, placed.Order)
+}
+
+// items are the order's lines as the use case takes them; it validates them.
+func (r placeOrderRequest) items() []orders.Item {
+	items := make([]orders.Item, len(r.Items))
+	for i, it := range r.Items {
+		items[i] = orders.Item{SKU: it.SKU, Quantity: int(quantity(it.Quantity, orders.MaxQuantity))}
+	}
+	return items
 }
 
 // quantity reads a JSON number as an integer in 1..limit, or 0 (which validation
@@ -167,14 +175,22 @@ func (s *server) readyz(c *gin.Context) {
 }
 
 // decode reads a JSON body strictly: application/json, at most MaxBody bytes, no
-// unknown fields, nothing after the value.
+// unknown fields, no key twice in one object, nothing after the value.
 func (s *server) decode(c *gin.Context, dst any) error {
-	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	return decodeBody(c.GetHeader("Content-Type"), http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBody), dst)
+}
+
+// decodeBody is decode on a body the caller has bounded.
+func decodeBody(contentType string, body io.Reader, dst any) error {
+	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "application/json" {
 		return errMediaType
 	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBody)
-	dec := json.NewDecoder(body)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
@@ -185,7 +201,73 @@ func (s *server) decode(c *gin.Context, dst any) error {
 		}
 		return fmt.Errorf("%w: data after the JSON value", errBadJSON)
 	}
+	if key, err := duplicateKey(data); err != nil || key != "" {
+		if err != nil {
+			return decodeError(err)
+		}
+		return fmt.Errorf("%w: key %q given twice in one object", errBadJSON, key)
+	}
 	return nil
+}
+
+// duplicateKey returns the first key that data, one JSON value, has twice in the
+// same object, or "". encoding/json would keep the last one and say nothing;
+// such a body asks for two things at once, and is refused. Keys are compared as
+// encoding/json matches them to fields, case-insensitively: "sku" and "SKU"
+// name the same field.
+func duplicateKey(data []byte) (string, error) {
+	type object struct {
+		seen    map[string]bool
+		wantKey bool
+	}
+	var open []*object // the containers being read, innermost last; nil for an array
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		var in *object
+		if len(open) > 0 {
+			in = open[len(open)-1]
+		}
+		switch {
+		case tok == json.Delim('}') || tok == json.Delim(']'):
+			open = open[:len(open)-1]
+			if len(open) > 0 && open[len(open)-1] != nil {
+				open[len(open)-1].wantKey = true // the closed container was a member's value
+			}
+		case in != nil && in.wantKey:
+			key, _ := tok.(string)
+			folded := foldKey(key)
+			if in.seen[folded] {
+				return key, nil
+			}
+			in.seen[folded] = true
+			in.wantKey = false
+		case tok == json.Delim('{'):
+			open = append(open, &object{seen: map[string]bool{}, wantKey: true})
+		case tok == json.Delim('['):
+			open = append(open, nil)
+		case in != nil:
+			in.wantKey = true // a scalar member value
+		}
+	}
+}
+
+// foldKey maps every key that encoding/json matches to the same field name
+// (bytes.EqualFold: Unicode simple case folding) to one string.
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, s)
 }
 
 func decodeError(err error) error {
@@ -197,6 +279,8 @@ func decodeError(err error) error {
 		return fmt.Errorf("%w: %w", errBadJSON, err)
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: over %d bytes", errTooLarge, tooLarge.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: the server's read timeout passed", errBodyTimeout)
 	case errors.As(err, &typeErr):
 		return fmt.Errorf("%w: field %q must be a JSON %s", errBadJSON, typeErr.Field, typeErr.Type.Kind())
 	case errors.As(err, &syntax):

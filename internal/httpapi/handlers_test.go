@@ -69,6 +69,8 @@ func TestPlaceOrderAnswers(t *testing.T) {
 					t.Errorf("Location %q", w.Header().Get("Location"))
 				}
 			}},
+		{name: "the same keys in sibling lines", body: `{"items":[{"sku":"A-1","quantity":2},{"sku":"B-2","quantity":1}]}`,
+			result: orders.Placed{Order: order}, wantStatus: 201},
 		{name: "replayed", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "k-1"},
 			result: orders.Placed{Order: order, Replayed: true}, wantStatus: 201,
 			check: func(t *testing.T, w *httptest.ResponseRecorder) {
@@ -109,6 +111,12 @@ func TestPlaceOrderAnswers(t *testing.T) {
 		{name: "trailing data", body: `{"items":[]} {}`, wantStatus: 400},
 		{name: "unknown field", body: `{"items":[],"coupon":"x"}`, wantStatus: 400},
 		{name: "quantity as a string", body: `{"items":[{"sku":"A-1","quantity":"2"}]}`, wantStatus: 400},
+		{name: "duplicate top-level key", body: `{"items":[{"sku":"A-1","quantity":1}],"items":[{"sku":"A-1","quantity":1000}]}`,
+			wantStatus: 400, wantType: "/problems/malformed-body"},
+		{name: "duplicate key in a line", body: `{"items":[{"sku":"A-1","quantity":1,"quantity":1000}]}`, wantStatus: 400},
+		{name: "duplicate key in another case", body: `{"items":[{"sku":"A-1","SKU":"B-2","quantity":1}]}`, wantStatus: 400},
+		{name: "missing content type", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Content-Type": ""},
+			wantStatus: 415, wantType: "/problems/unsupported-media-type"},
 		{name: "too large", body: `{"items":[` + strings.Repeat(`{"sku":"A-1","quantity":1},`, 1000) + `]}`, wantStatus: 413},
 		{name: "not json", body: `items=1`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, wantStatus: 415},
 		{name: "bad idempotency key", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "a b"}, wantStatus: 422},

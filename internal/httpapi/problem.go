@@ -16,6 +16,7 @@ import (
 var (
 	errBadJSON      = errors.New("malformed request body")
 	errTooLarge     = errors.New("request body too large")
+	errBodyTimeout  = errors.New("request body not received in time")
 	errMediaType    = errors.New("request body must be application/json")
 	errUnauthorized = errors.New("missing admin token")
 	errForbidden    = errors.New("wrong admin token")
@@ -34,6 +35,7 @@ var statuses = []struct {
 }{
 	{errBadJSON, http.StatusBadRequest, "malformed-body", "Malformed request body"},
 	{errTooLarge, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"},
+	{errBodyTimeout, http.StatusRequestTimeout, "body-timeout", "Request body not received in time"},
 	{errMediaType, http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized", "Admin token required"},
 	{errForbidden, http.StatusForbidden, "forbidden", "Admin token refused"},
