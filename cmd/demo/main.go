@@ -3,8 +3,9 @@
 // keys expire in real time), SQLite, three "stockguard serve" replica processes
 // behind a round-robin load balancer that health-checks them, and the load
 // generator driving the same load through the balancer twice: first with the
-// unsafe strategy (the control group: it oversells), then with the lock. It prints
-// both side by side and exits 0 only when the lock round oversold nothing. Every
+// unsafe strategy (the control group: it oversells), then with the default
+// strategy (lock-batch: the per-SKU lock, queued orders served together). It prints
+// both side by side and exits 0 only when the second round oversold nothing. Every
 // process it starts is stopped on the way out, Ctrl-C included.
 package main
 
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/embedredis"
+	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/topology"
 )
 
@@ -76,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer stopRedis()
 
 	var rows []roundResult
-	for _, strategy := range []string{"unsafe", "lock"} {
+	for _, strategy := range []string{"unsafe", string(orders.DefaultStrategy)} {
 		r, err := runRound(ctx, bins, dir, redisURL, getenv("DATABASE_URL"), strategy, o, log)
 		if ctx.Err() != nil {
 			return errors.New("interrupted: every process the demo started is stopped")
@@ -88,9 +90,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	printTable(stdout, rows, o)
 	if rows[1].Oversold != 0 {
-		return fmt.Errorf("the lock round oversold %.0f units", rows[1].Oversold)
+		return fmt.Errorf("the %s round oversold %.0f units", rows[1].Strategy, rows[1].Oversold)
 	}
-	fmt.Fprintf(stdout, "\nthe lock round oversold nothing: %d replicas, one SKU, %d units, %d VUs\n", o.replicas, o.stock, o.vus)
+	fmt.Fprintf(stdout, "\nthe %s round oversold nothing: %d replicas, one SKU, %d units, %d VUs\n", rows[1].Strategy, o.replicas, o.stock, o.vus)
 	return nil
 }
 
@@ -173,7 +175,7 @@ func runRound(ctx context.Context, bins topology.Binaries, dir, redisURL, databa
 func printTable(w io.Writer, rows []roundResult, o options) {
 	fmt.Fprintf(w, "\n%-8s %9s %8s %6s %9s %9s %9s %9s\n", "strategy", "accepted", "stocked", "sold", "oversold", "req/s", "p95", "p99")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-8s %9.0f %8.0f %6.0f %9.0f %9.0f %7.1fms %7.1fms\n", r.Strategy, r.Accepted, r.Audit.Stocked,
+		fmt.Fprintf(w, "%-10s %9.0f %8.0f %6.0f %9.0f %9.0f %7.1fms %7.1fms\n", r.Strategy, r.Accepted, r.Audit.Stocked,
 			r.Audit.ServerSold, r.Oversold, r.Reqs/max(r.Duration, 0.001), r.Latency.P95, r.Latency.P99)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // The whole demo, smaller: replicas as processes behind the balancer, the load
-// generator through it, unsafe then lock.
+// generator through it, unsafe then the default strategy.
 func TestDemoShowsOversellThenNone(t *testing.T) {
 	getenv := func(k string) string {
 		if k == "REDIS_URL" {
@@ -32,7 +34,7 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 		switch f := strings.Fields(l); {
 		case len(f) == 8 && f[0] == "unsafe":
 			unsafe = f
-		case len(f) == 8 && f[0] == "lock":
+		case len(f) == 8 && f[0] == string(orders.DefaultStrategy):
 			locked = f
 		}
 	}

@@ -65,6 +65,7 @@ func TestStore(t *testing.T) {
 			t.Run("place, refuse, cancel", func(t *testing.T) { testPlace(t, kind) })
 			t.Run("fencing", func(t *testing.T) { testFencing(t, kind) })
 			t.Run("idempotency", func(t *testing.T) { testIdempotency(t, kind) })
+			t.Run("commit a batch", func(t *testing.T) { testCommit(t, kind) })
 		})
 	}
 }
@@ -232,4 +233,57 @@ func mustAudit(t *testing.T, s *gormstore.Store) orders.Audit {
 		t.Fatal(err)
 	}
 	return orders.NewAudit(stocks)
+}
+
+func testCommit(t *testing.T, kind string) {
+	s, _ := newStore(t, kind)
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 5, 1)
+	one := orders.Item{SKU: "A-1", Quantity: 2}
+	placed := []orders.Placement{
+		{Order: order("b1", one), Key: "k1", Hash: "h1"},
+		{Order: order("b2", one)}, // no key: no record
+	}
+	refused := []orders.Placement{{Order: order("b3", orders.Item{SKU: "A-1", Quantity: 3}), Key: "k3", Hash: "h3", Short: []string{"A-1"}}}
+	after, err := s.Commit(ctx, orders.Batch{Placed: placed, Refused: refused}, orders.Fences{"A-1": 2})
+	if err != nil || after["A-1"] != 1 {
+		t.Fatalf("commit: %v %v; want 1 left", after, err)
+	}
+	recs, err := s.Outcomes(ctx, []string{"k1", "k3", "k9"})
+	if err != nil || len(recs) != 2 || recs["k1"].Outcome.OrderID != "b1" || !recs["k1"].Done ||
+		recs["k3"].Outcome.OrderID != "" || len(recs["k3"].Outcome.ShortSKUs) != 1 || recs["k3"].Hash != "h3" {
+		t.Fatalf("records %+v %v", recs, err)
+	}
+	// Every order has its own line and ledger entry, under the batch's token.
+	var entries, fenced int64
+	s.DB().Raw("SELECT COUNT(*) FROM stock_ledger WHERE kind = 'sale'").Scan(&entries)
+	s.DB().Raw("SELECT COUNT(*) FROM stock_ledger WHERE kind = 'sale' AND fence = 2").Scan(&fenced)
+	if entries != 2 || fenced != 2 {
+		t.Fatalf("%d sale entries, %d under the batch's token; want 2 and 2", entries, fenced)
+	}
+
+	// A batch whose total is short is refused whole.
+	_, err = s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: order("b4", orders.Item{SKU: "A-1", Quantity: 1})},
+		{Order: order("b5", orders.Item{SKU: "A-1", Quantity: 1})}}}, orders.Fences{"A-1": 3})
+	if !errors.Is(err, orders.ErrInsufficientStock) {
+		t.Fatalf("short batch: %v", err)
+	}
+	// A key recorded meanwhile refuses the batch whole, as ErrIdempotencyRunning.
+	_, err = s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: order("b6", orders.Item{SKU: "A-1", Quantity: 1}), Key: "k1", Hash: "h1"}}},
+		orders.Fences{"A-1": 4})
+	if !errors.Is(err, orders.ErrIdempotencyRunning) {
+		t.Fatalf("a recorded key: %v", err)
+	}
+	// A stale token is refused; without fences (db-atomic) the guard alone decides.
+	_, err = s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: order("b7", orders.Item{SKU: "A-1", Quantity: 1})}}}, orders.Fences{"A-1": 1})
+	if !errors.Is(err, orders.ErrStaleFence) {
+		t.Fatalf("stale token: %v", err)
+	}
+	if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: order("b8", orders.Item{SKU: "A-1", Quantity: 1})}}}, nil); err != nil {
+		t.Fatalf("unfenced: %v", err)
+	}
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 0, Sold: 5, Stocked: 5})
+	if a := mustAudit(t, s); !a.Consistent {
+		t.Fatalf("audit %+v", a)
+	}
 }

@@ -94,3 +94,68 @@ func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
 		t.Fatalf("fn's own error came back as %v", err)
 	}
 }
+
+func TestReserverDecrementsAllOrNothing(t *testing.T) {
+	r := testenv.NewRedis(t)
+	res := rediscache.NewReserver(r.Client(t), lock.Keys{Namespace: r.Namespace}, time.Minute)
+	ctx := context.Background()
+	a, b := orders.Item{SKU: "A", Quantity: 2}, orders.Item{SKU: "B", Quantity: 1}
+	missing, short, err := res.Reserve(ctx, []orders.Item{a, b})
+	if err != nil || len(missing) != 2 || short != nil {
+		t.Fatalf("unseeded: missing %v short %v %v", missing, short, err)
+	}
+	if err := res.Seed(ctx, map[string]int64{"A": 3, "B": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Seed(ctx, map[string]int64{"A": 100}); err != nil { // seeds only what is missing
+		t.Fatal(err)
+	}
+	if missing, short, err = res.Reserve(ctx, []orders.Item{a, b}); err != nil || missing != nil || short != nil {
+		t.Fatalf("reserve: %v %v %v", missing, short, err)
+	}
+	if _, short, _ = res.Reserve(ctx, []orders.Item{a, {SKU: "C", Quantity: 1}}); short != nil {
+		t.Fatalf("C is missing, not short: %v", short)
+	}
+	if _, short, err = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}, b}); err != nil || len(short) != 1 || short[0] != "B" {
+		t.Fatalf("B is out: short %v %v", short, err)
+	}
+	// Nothing was taken by the refusals: A still has its last unit.
+	if _, short, _ = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); short != nil {
+		t.Fatalf("A's last unit: short %v", short)
+	}
+	if err := res.Drop(ctx, []string{"A"}); err != nil {
+		t.Fatal(err)
+	}
+	if missing, _, _ = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); len(missing) != 1 {
+		t.Fatalf("dropped counter still there: %v", missing)
+	}
+}
+
+func TestPollingLockerExcludesAndTimesOut(t *testing.T) {
+	r := testenv.NewRedis(t)
+	keys := lock.Keys{Namespace: r.Namespace}
+	a := rediscache.NewPollingLocker(r.Client(t), keys, 5*time.Second, 2*time.Second)
+	b := rediscache.NewPollingLocker(r.Client(t), keys, 5*time.Second, 100*time.Millisecond)
+	ctx := context.Background()
+	err := a.WithLocks(ctx, []string{"B", "A"}, func(ctx context.Context, f orders.Fences) error {
+		if f != nil {
+			t.Errorf("lock-polling has no fencing tokens, got %v", f)
+		}
+		// Held by a: b waits its 100ms and gives up.
+		err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Fences) error {
+			t.Error("b ran while a held A")
+			return nil
+		})
+		if !errors.Is(err, orders.ErrBusy) {
+			t.Errorf("b: %v, want ErrBusy", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if err := b.WithLocks(ctx, []string{"A", "B"}, func(context.Context, orders.Fences) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("after a released: %v ran=%v", err, ran)
+	}
+}
