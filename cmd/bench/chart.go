@@ -135,7 +135,7 @@ func savePanels(path string, plots []*plot.Plot) error {
 		PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(6)}
 	white := dc
 	white.SetColor(color.White)
-	white.Fill(white.Rectangle.Path())
+	white.Fill(white.Path())
 	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
 	for j, p := range plots {
 		p.Draw(canvases[0][j])

@@ -146,7 +146,7 @@ func (s *Service) placeBatch(ctx context.Context, taken []*pending, fences Fence
 				return fill(err)
 			}
 			s.repaired(available, fresh)
-			available, loaded, fromDB = fresh, fresh, true
+			available, loaded = fresh, fresh
 			d = decide(taken, live, available)
 		}
 		var after map[string]int64

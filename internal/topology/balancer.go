@@ -21,6 +21,8 @@ import (
 type Balancer struct {
 	URL string
 
+	ctx context.Context // the dials' and health checks': they end at Stop, not with the caller's
+
 	ln      net.Listener
 	stopped chan struct{}
 	wg      sync.WaitGroup
@@ -50,7 +52,8 @@ func StartBalancer(ctx context.Context, backends []string, log *slog.Logger) (*B
 	if err != nil {
 		return nil, err
 	}
-	b := &Balancer{URL: "http://" + ln.Addr().String(), ln: ln, stopped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	b := &Balancer{URL: "http://" + ln.Addr().String(), ctx: context.WithoutCancel(ctx), ln: ln, stopped: make(chan struct{}),
+		conns: map[net.Conn]struct{}{}}
 	var next atomic.Uint64
 	b.wg.Go(func() {
 		for {
@@ -61,7 +64,7 @@ func StartBalancer(ctx context.Context, backends []string, log *slog.Logger) (*B
 			b.wg.Go(func() { b.serve(c, bs, &next, log) })
 		}
 	})
-	b.wg.Go(func() { b.check(bs, log) })
+	b.wg.Go(func() { b.check(b.ctx, bs, log) })
 	return b, nil
 }
 
@@ -76,7 +79,7 @@ func (b *Balancer) serve(c net.Conn, bs []*backend, next *atomic.Uint64, log *sl
 			continue
 		}
 		var err error
-		if up, err = net.DialTimeout("tcp", be.addr, time.Second); err == nil {
+		if up, err = (&net.Dialer{Timeout: time.Second}).DialContext(b.ctx, "tcp", be.addr); err == nil {
 			break
 		}
 		log.Debug("replica refused a connection", "replica", be.addr, "err", err)
@@ -127,7 +130,7 @@ func (b *Balancer) untrack(conns ...net.Conn) {
 }
 
 // check marks replicas healthy or not by their /readyz.
-func (b *Balancer) check(bs []*backend, log *slog.Logger) {
+func (b *Balancer) check(ctx context.Context, bs []*backend, log *slog.Logger) {
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -138,7 +141,7 @@ func (b *Balancer) check(bs []*backend, log *slog.Logger) {
 		case <-tick.C:
 		}
 		for _, be := range bs {
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, be.ready, nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, be.ready, nil)
 			resp, err := client.Do(req)
 			ok := err == nil && resp.StatusCode == http.StatusOK
 			if err == nil {
