@@ -220,7 +220,7 @@ func (s *Store) Outcomes(ctx context.Context, keys []string) (map[string]orders.
 	}
 	out := make(map[string]orders.Record, len(rows))
 	for _, r := range rows {
-		out[r.Key] = orders.Record{Hash: r.Hash, Done: r.State == stateDone, Outcome: outcomeOf(r)}
+		out[r.Key] = orders.Record{Hash: r.Hash, Done: r.State == stateDone, Outcome: outcomeOf(r), Claim: r.Claim, UpdatedAt: r.UpdatedAt}
 	}
 	return out, nil
 }
@@ -372,10 +372,16 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 	return o, after, err
 }
 
-// addStock adds quantity to an existing SKU, fenced.
+// addStock adds quantity to an existing SKU, fenced unless fence is 0 (a lock
+// without fencing tokens, as lock-polling's: pkg/lock never issues 0).
 func (s *Store) addStock(tx *gorm.DB, sku string, quantity, fence int64) error {
-	res := tx.Exec("UPDATE skus SET available = available + ?, fence = ?, updated_at = ? WHERE sku = ? AND fence <= ?",
-		quantity, fence, s.now(), sku, fence)
+	var res *gorm.DB
+	if fence == 0 {
+		res = tx.Exec("UPDATE skus SET available = available + ?, updated_at = ? WHERE sku = ?", quantity, s.now(), sku)
+	} else {
+		res = tx.Exec("UPDATE skus SET available = available + ?, fence = ?, updated_at = ? WHERE sku = ? AND fence <= ?",
+			quantity, fence, s.now(), sku, fence)
+	}
 	if res.Error != nil {
 		return res.Error
 	}

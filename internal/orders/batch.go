@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -34,6 +36,9 @@ type pending struct {
 	ctx  context.Context
 	p    Placement
 	done chan result // buffered: the leader never waits for a caller that left
+	// Under batcher.mu: taken by a leader (its caller waits for the answer, which
+	// may be a commit), or left by its caller before that (never taken).
+	taken, left bool
 }
 
 // placeBatched queues p and waits for its answer or for ctx.
@@ -59,37 +64,23 @@ func (s *Service) placeBatched(ctx context.Context, p Placement) result {
 	case r := <-pd.done:
 		return r
 	case <-ctx.Done():
-		// Not taken yet: the leader drops it. Taken: it may commit, and a retry
-		// with the same Idempotency-Key learns the outcome.
-		return result{err: fmt.Errorf("waiting for a batch: %w", context.Cause(ctx))}
 	}
+	s.batches.mu.Lock()
+	taken := pd.taken
+	pd.left = !taken
+	s.batches.mu.Unlock()
+	if taken {
+		// Its batch may be committing it: the answer says what happened, and it
+		// comes within the batch's own deadline.
+		return <-pd.done
+	}
+	return result{err: fmt.Errorf("waiting for a batch: %w", context.Cause(ctx))}
 }
 
 // lead serves q's batches until it is empty.
 func (s *Service) lead(key string, q *batchQueue) {
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BatchTimeout)
-		var taken []*pending
-		var results []result
-		err := s.locker.WithLocks(ctx, q.skus, func(ctx context.Context, fences Fences) error {
-			taken = s.batches.take(q, s.cfg.MaxBatch)
-			if len(taken) == 0 {
-				return nil
-			}
-			results = s.placeBatch(ctx, taken, fences)
-			return nil
-		})
-		cancel()
-		if err != nil && taken == nil { // the locks were not had: everyone queued waited that long
-			taken = s.batches.take(q, len(q.waiting))
-		}
-		for i, pd := range taken {
-			if results != nil { // the batch ran: its results are what was committed
-				pd.done <- results[i]
-			} else {
-				pd.done <- result{err: err}
-			}
-		}
+		s.leadOnce(q)
 		s.batches.mu.Lock()
 		if len(q.waiting) == 0 {
 			delete(s.batches.queues, key)
@@ -100,18 +91,61 @@ func (s *Service) lead(key string, q *batchQueue) {
 	}
 }
 
-// take removes up to n orders from q whose callers still wait.
+// leadOnce takes the locks, then serves the orders queued by then. A panic is
+// answered as an error to every order taken, rather than take the replica down.
+func (s *Service) leadOnce(q *batchQueue) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BatchTimeout)
+	defer cancel()
+	var taken []*pending
+	var results []result
+	answered := false
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("lock-batch: a batch panicked", "panic", p)
+			if !answered {
+				for _, pd := range taken {
+					pd.done <- result{err: fmt.Errorf("batch failed: %v", p)}
+				}
+			}
+		}
+	}()
+	err := s.locker.WithLocks(ctx, q.skus, func(ctx context.Context, fences Fences) error {
+		taken = s.batches.take(q, s.cfg.MaxBatch)
+		if len(taken) == 0 {
+			return nil
+		}
+		results = s.placeBatch(ctx, taken, fences)
+		return context.Cause(ctx) // a lease lost meanwhile, for WithLocks to name
+	})
+	if err != nil && taken == nil { // the locks were not had: everyone queued waited that long
+		taken = s.batches.take(q, math.MaxInt)
+	}
+	answered = true
+	for i, pd := range taken {
+		switch {
+		case results == nil:
+			pd.done <- result{err: err}
+		case err != nil && errors.Is(results[i].err, context.Canceled), err != nil && errors.Is(results[i].err, context.DeadlineExceeded):
+			pd.done <- result{err: err} // the batch's context ended: say why (a lost lease, say), not "cancelled"
+		default: // what was committed, or why not
+			pd.done <- results[i]
+		}
+	}
+}
+
+// take removes up to n orders from q whose callers still wait, marking them taken.
 func (b *batcher) take(q *batchQueue, n int) []*pending {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []*pending
 	i := 0
 	for ; i < len(q.waiting) && len(out) < n; i++ {
-		if pd := q.waiting[i]; pd.ctx.Err() == nil {
+		if pd := q.waiting[i]; !pd.left && pd.ctx.Err() == nil {
+			pd.taken = true
 			out = append(out, pd)
 		}
 	}
-	q.waiting = q.waiting[i:]
+	q.waiting = slices.Clone(q.waiting[i:]) // not the taken ones' backing array
 	return out
 }
 
@@ -224,7 +258,7 @@ func (s *Service) dedupe(ctx context.Context, taken []*pending, results []result
 		if _, dup := dupOf[i]; dup {
 			continue
 		}
-		if rec, ok := recs[pd.p.Key]; ok && pd.p.Key != "" {
+		if rec, ok := recs[pd.p.Key]; ok && pd.p.Key != "" && !s.staleClaim(ctx, pd.p.Key, rec) {
 			results[i] = resolve(rec, pd.p.Hash)
 			continue
 		}

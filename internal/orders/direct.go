@@ -55,19 +55,28 @@ func (s *Service) placeReserved(ctx context.Context, p Placement) result {
 	skus := SKUs(p.Order.Items)
 	short, err := s.reserve(ctx, p.Order.Items)
 	if err != nil {
+		// The script may have run: the counters are dropped, to be seeded again.
 		s.log.WarnContext(ctx, "reservation in Redis failed; the database decides alone", "err", err)
+		s.dropReservations(ctx, skus)
 		return s.commitOne(ctx, p, nil)
 	}
 	if len(short) > 0 {
+		// Refuse on the database's word: a counter may have drifted low.
+		have, err := s.store.Available(ctx, skus)
+		if err != nil {
+			return result{err: err}
+		}
+		if len(shortOf(p.Order.Items, have)) == 0 {
+			s.dropReservations(ctx, skus)
+			return s.commitOne(ctx, p, nil)
+		}
 		return s.refuse(ctx, p, short)
 	}
 	r := s.commitOne(ctx, p, nil)
-	if r.err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-		defer cancel()
-		if err := s.reserver.Drop(cctx, skus); err != nil {
-			s.log.ErrorContext(ctx, "reservation counters not dropped", "skus", skus, "err", err)
-		}
+	if r.placed == nil {
+		// Reserved, but not placed by this request (refused, failed, or a replay
+		// of the same key's first request): the counters are off by this order.
+		s.dropReservations(ctx, skus)
 	}
 	return r
 }
@@ -111,10 +120,24 @@ func (s *Service) recorded(ctx context.Context, p Placement) (result, bool) {
 		return result{err: err}, true
 	}
 	rec, ok := recs[p.Key]
-	if !ok {
+	if !ok || s.staleClaim(ctx, p.Key, rec) {
 		return result{}, false
 	}
 	return resolve(rec, p.Hash), true
+}
+
+// staleClaim drops a claim left running by the claim path (lock, lock-polling,
+// unsafe) longer than any request could run, its replica crashed, say, and
+// reports whether it did: the key is free again.
+func (s *Service) staleClaim(ctx context.Context, key string, rec Record) bool {
+	if rec.Done || s.now().Sub(rec.UpdatedAt) < s.cfg.IdempotencyStale {
+		return false
+	}
+	if err := s.store.ReleaseIdempotency(context.WithoutCancel(ctx), key, rec.Claim); err != nil {
+		s.log.ErrorContext(ctx, "stale idempotency claim not dropped", "key", key, "err", err)
+		return false
+	}
+	return true
 }
 
 func resolve(rec Record, hash string) result {

@@ -286,8 +286,10 @@ func (s *Service) setCache(ctx context.Context, values map[string]int64, fences 
 	if len(values) == 0 {
 		return
 	}
-	if s.cfg.Strategy == StrategyDBAtomic || s.cfg.Strategy == StrategyRedisAtomic {
-		// Their orders never update the cache: an entry written here would go stale.
+	if s.cfg.Strategy == StrategyDBAtomic || s.cfg.Strategy == StrategyRedisAtomic || fences == nil {
+		// Their orders never update the cache: an entry written here would go
+		// stale. Without tokens (lock-polling) a write could be dropped under an
+		// entry a fenced holder wrote; deleting is always safe.
 		s.deleteCache(ctx, slices.Collect(maps.Keys(values)))
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -467,4 +468,62 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// slowCommit holds every Commit until release is closed, and says when one began.
+type slowCommit struct {
+	*gormstore.Store
+	began   chan struct{}
+	release chan struct{}
+}
+
+func (s slowCommit) Commit(ctx context.Context, b orders.Batch, f orders.Fences) (map[string]int64, error) {
+	select {
+	case s.began <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Store.Commit(ctx, b, f)
+}
+
+func TestLockBatchAnswersWhatItCommittedAfterTheCallerGaveUp(t *testing.T) {
+	w := newWorld(t, defaultKind())
+	ctx := context.Background()
+	base := w.replicaOf(t, orders.StrategyLockBatch, nil)
+	if _, err := base.svc.Restock(ctx, "A", 5); err != nil {
+		t.Fatal(err)
+	}
+	slow := slowCommit{Store: base.store, began: make(chan struct{}, 1), release: make(chan struct{})}
+	svc := orders.NewService(orders.Config{Strategy: orders.StrategyLockBatch},
+		orders.Deps{Store: slow, Cache: base.cache, Locker: w.locker(t), Observer: &counts{}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	caller, giveUp := context.WithCancel(ctx)
+	type answer struct {
+		p   orders.Placed
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		p, err := svc.Place(caller, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}})
+		got <- answer{p, err}
+	}()
+	<-slow.began // the order is in a batch being committed
+	giveUp()     // the client's deadline passes now
+	close(slow.release)
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("the order was committed, but its caller was told %v", a.err)
+	}
+	if o, err := base.store.Order(ctx, a.p.Order.ID); err != nil || o.ID != a.p.Order.ID {
+		t.Fatalf("the answered order is not stored: %v", err)
+	}
+}
+
+// defaultKind is the database of tests that need one, not each kind: PostgreSQL
+// when it is configured or required, else SQLite.
+func defaultKind() string {
+	if os.Getenv("STOCKGUARD_TEST_DATABASE_URL") != "" || testenv.RequireReal() {
+		return testenv.Postgres
+	}
+	return testenv.SQLite
 }

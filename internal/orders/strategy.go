@@ -79,9 +79,11 @@ type Batch struct {
 // Record is a stored idempotency record: the hash of the request that made it,
 // and its outcome once done.
 type Record struct {
-	Hash    string
-	Done    bool
-	Outcome Outcome
+	Hash      string
+	Done      bool
+	Outcome   Outcome
+	Claim     string    // the request that made it
+	UpdatedAt time.Time // when it was claimed or settled
 }
 
 // Deps are what a Service runs on. Reserver is needed by redis-atomic only.

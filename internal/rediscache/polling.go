@@ -49,6 +49,7 @@ func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(co
 		}
 	}()
 	opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(PollEvery)}
+	var deadline time.Time // the first lease's end: no work after it
 	for _, sku := range skus {
 		lk, err := l.c.Obtain(wctx, l.keys.Lock(sku), l.ttl, opts)
 		switch {
@@ -57,9 +58,12 @@ func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(co
 		case err != nil:
 			return fmt.Errorf("%w: obtain: %w", orders.ErrUnavailable, err)
 		}
+		if held == nil {
+			deadline = time.Now().Add(l.ttl)
+		}
 		held = append(held, lk)
 	}
-	fctx, cancelWork := context.WithTimeout(ctx, l.ttl) // no renewal: the lease bounds the work
+	fctx, cancelWork := context.WithDeadline(ctx, deadline) // no renewal: the first lease bounds the work
 	defer cancelWork()
 	return fn(fctx, nil)
 }
