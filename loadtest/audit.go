@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -14,13 +15,6 @@ type skuStock struct {
 	Available int64  `json:"available"`
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
-	Oversold  int64  `json:"oversold"`
-}
-
-type serverAudit struct {
-	SKUs       []skuStock `json:"skus"`
-	Oversold   int64      `json:"oversold"`
-	Consistent bool       `json:"consistent"`
 }
 
 // Audit is the teardown's verdict: what clients were sold against what was
@@ -150,19 +144,16 @@ func (c *client) replay(ctx context.Context, p pending) answer {
 }
 
 // teardown audits every unit: client-side, units in 201 answers per SKU (net of
-// cancels) never exceed the stock and equal the server's sold; server-side,
-// GET /v1/audit for the run's SKUs.
+// cancels) never exceed the stock and equal the server's sold; server-side, I1
+// for each of the run's SKUs (GET /v1/skus/{sku}: the run's own, not every SKU
+// the service ever sold, which /v1/audit would add up).
 func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[string]int64, unsettled int64) Audit {
 	a := Audit{Consistent: true, Unsettled: unsettled}
-	var server serverAudit
-	if err := c.adminCall(ctx, http.MethodGet, "/v1/audit", "", &server); err != nil {
+	bySKU, err := serverStocks(ctx, c, stock)
+	if err != nil {
 		a.AuditProblem = err.Error()
 	} else {
 		a.ServerAudit = true
-	}
-	bySKU := map[string]skuStock{}
-	for _, s := range server.SKUs {
-		bySKU[s.SKU] = s
 	}
 	for sku, st := range stock {
 		a.Stocked += st
@@ -171,7 +162,7 @@ func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[s
 		over := max(0, cs-st)
 		if s, ok := bySKU[sku]; ok {
 			a.ServerSold += s.Sold
-			over = max(over, s.Oversold)
+			over = max(over, s.Sold-s.Stocked)
 			if s.Sold != cs && unsettled == 0 {
 				a.Mismatches = append(a.Mismatches, fmt.Sprintf("%s: clients were sold %d, the service says %d", sku, cs, s.Sold))
 			}
@@ -184,4 +175,30 @@ func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[s
 		a.Oversold += over
 	}
 	return a
+}
+
+// serverStocks reads the I1 numbers of the SKUs, a few at a time.
+func serverStocks(ctx context.Context, c *client, skus map[string]int64) (map[string]skuStock, error) {
+	var mu sync.Mutex
+	out := make(map[string]skuStock, len(skus))
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for sku := range skus {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var st skuStock
+			err := c.adminCall(ctx, http.MethodGet, "/v1/skus/"+sku, "", &st)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			out[sku] = st
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }

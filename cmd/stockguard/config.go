@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
@@ -27,6 +28,7 @@ type serveConfig struct {
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
 	maxBatch          int
+	dbMaxConns        int
 	pprofAddr         string
 	namespace         string
 	logLevel          string
@@ -138,6 +140,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
+	e.integer(&c.dbMaxConns, "db-max-conns", "STOCKGUARD_DB_MAX_CONNS", gormstore.DefaultMaxConns, "most database connections of this replica (PostgreSQL, MySQL)")
 	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", orders.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
@@ -154,8 +157,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	case s == orders.StrategyUnsafe && !c.allowOversell:
 		return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
 	}
-	if c.maxBatch < 1 {
-		return c, errors.New("max-batch must be at least 1")
+	if c.maxBatch < 1 || c.dbMaxConns < 1 {
+		return c, errors.New("max-batch and db-max-conns must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 {
 		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout and read-timeout must be positive")

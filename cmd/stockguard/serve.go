@@ -43,6 +43,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return err
 	}
 	defer func() { _ = sqlDB.Close() }()
+	if db.Name() != "sqlite" {
+		sqlDB.SetMaxOpenConns(cfg.dbMaxConns)
+		sqlDB.SetMaxIdleConns(cfg.dbMaxConns)
+	}
 
 	rdb, closeRedis, err := openRedis(cfg.redisURL, log)
 	if err != nil {

@@ -20,6 +20,12 @@ import (
 // ErrUnsupportedURL is returned for a DATABASE_URL of an unknown kind.
 var ErrUnsupportedURL = errors.New("unsupported database url")
 
+// DefaultMaxConns is the default size of the connection pool (PostgreSQL and
+// MySQL): a replica gets nothing from more transactions at once than the
+// database has cores to run them, and three replicas of 16 stay well under
+// PostgreSQL's default of 100 connections.
+const DefaultMaxConns = 16
+
 // Open connects to a DATABASE_URL: postgres://..., mysql://user:pass@host:3306/db
 // or sqlite:<path>. It does not migrate.
 func Open(databaseURL string) (*gorm.DB, error) {
@@ -45,8 +51,8 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		// avoids busy errors between this process's own transactions.
 		sqlDB.SetMaxOpenConns(1)
 	} else {
-		sqlDB.SetMaxOpenConns(32)
-		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetMaxOpenConns(DefaultMaxConns)
+		sqlDB.SetMaxIdleConns(DefaultMaxConns)
 		sqlDB.SetConnMaxLifetime(30 * time.Minute)
 	}
 	return db, nil
