@@ -252,7 +252,8 @@ func (c *cluster) terminateMidWrite(idx int) (int, time.Duration) {
 
 // A lock holder stopped (SIGSTOP) inside its critical section for three leases,
 // then continued (SIGCONT). Other replicas must take the SKU over once its
-// lease ends, and its stale write must not undo theirs.
+// lease ends (PostgreSQL ends its session idle in its transaction, which holds
+// the SKU's row, after a lease), and its stale write must not undo theirs.
 func TestPausedLockHolder(t *testing.T) {
 	r := &result{Fault: "pause"}
 	record(t, r)
@@ -273,6 +274,9 @@ func TestPausedLockHolder(t *testing.T) {
 	}
 	if !f.noticed {
 		t.Errorf("%s counted no lost lease and no refused write after being stopped past its lease", f.x)
+	}
+	if f.recovery > lease+recoverySlack {
+		t.Errorf("the SKU was blocked %s by a holder stopped inside its write; the lease is %s (+%s)", f.recovery, lease, recoverySlack)
 	}
 }
 

@@ -58,6 +58,9 @@ func TestSeededFaultMix(t *testing.T) {
 			}
 			f := c.pauseHolder(x, length)
 			recovery, note = f.recovery, f.String()
+			if recovery > lease+recoverySlack {
+				t.Errorf("the SKU was blocked %s by a stopped replica (%s)", recovery, note)
+			}
 		case "kill":
 			var x *replica
 			if !inWrite {
