@@ -124,22 +124,21 @@ type result struct {
 	Seed     string `json:"seed,omitempty"`
 	Passed   bool   `json:"passed"`
 
-	Acknowledged    int     `json:"orders_acknowledged"`     // 201 answers seen by the balancer (replays included once)
-	Oversold        int64   `json:"oversold_units"`          // by the API's audit, the database's and the generator's
-	LostAcked       int     `json:"lost_acknowledged"`       // acknowledged order ids missing from the API or the database
-	FenceRejections float64 `json:"fence_rejections"`        // stockguard_fence_rejections_total, all replicas
-	LeasesLost      float64 `json:"leases_lost"`             // stockguard_lock_leases_lost_total, all replicas
-	Overlap         string  `json:"overlap"`                 // how two holds were seen overlapping, if they were
-	RecoveryMS      float64 `json:"recovery_ms"`             // see FAULTS.md, per fault
-	Errors          int     `json:"errors_5xx"`              // 5xx answers to orders, at the balancer
-	Unsettled       int64   `json:"orders_unsettled"`        // lost answers the generator could not learn
-	CacheConverged  string  `json:"cache_converged"`         // after traffic stopped
-	Detail          string  `json:"detail,omitempty"`        // what the fault did, in its own terms
-	DurationS       float64 `json:"duration_s"`              // of the whole test
-	Command         string  `json:"command,omitempty"`       // how to run it again
-	FencesMonotonic bool    `json:"fences_monotonic"`        // I3 in the ledger
-	Reqs            int64   `json:"http_reqs"`               // the generator's requests
-	Replays         int     `json:"idempotent_replays_seen"` // 201 answers replayed under an Idempotency-Key
+	Acknowledged    int      `json:"orders_acknowledged"`     // 201 answers seen by the balancer (replays included once)
+	Oversold        int64    `json:"oversold_units"`          // by the API's audit, the database's and the generator's
+	LostAcked       int      `json:"lost_acknowledged"`       // acknowledged order ids missing from the API or the database
+	FenceRejections float64  `json:"fence_rejections"`        // stockguard_fence_rejections_total, all replicas
+	LeasesLost      float64  `json:"leases_lost"`             // stockguard_lock_leases_lost_total, all replicas
+	Overlap         string   `json:"overlap"`                 // how two holds were seen overlapping, if they were
+	RecoveryMS      *float64 `json:"recovery_ms,omitempty"`   // the longest, of the fault's recoveries (FAULTS.md says from what)
+	Errors          int      `json:"errors_5xx"`              // 5xx answers to orders, at the balancer
+	Unsettled       int64    `json:"orders_unsettled"`        // lost answers the generator could not learn
+	CacheConverged  string   `json:"cache_converged"`         // after traffic stopped
+	Detail          string   `json:"detail,omitempty"`        // what the fault did, in its own terms
+	DurationS       float64  `json:"duration_s"`              // of the whole test
+	FencesMonotonic bool     `json:"fences_monotonic"`        // I3 in the ledger
+	Reqs            int64    `json:"http_reqs"`               // the generator's requests
+	Replays         int      `json:"idempotent_replays_seen"` // 201 answers replayed under an Idempotency-Key
 }
 
 func (r *result) line() string {
@@ -147,9 +146,24 @@ func (r *result) line() string {
 	if r.Seed != "" {
 		seed = " seed=" + r.Seed
 	}
-	return fmt.Sprintf("FAULT %s strategy=%s%s passed=%v oversold=%d lost_acked=%d fence_rejections=%g leases_lost=%g overlap=%q recovery_ms=%.0f acked=%d errors_5xx=%d unsettled=%d fences_monotonic=%v cache=%s detail=%q",
-		r.Fault, r.Strategy, seed, r.Passed, r.Oversold, r.LostAcked, r.FenceRejections, r.LeasesLost, r.Overlap, r.RecoveryMS,
+	return fmt.Sprintf("FAULT %s strategy=%s%s passed=%v oversold=%d lost_acked=%d fence_rejections=%g leases_lost=%g overlap=%q recovery=%s acked=%d errors_5xx=%d unsettled=%d fences_monotonic=%v cache=%s detail=%q",
+		r.Fault, r.Strategy, seed, r.Passed, r.Oversold, r.LostAcked, r.FenceRejections, r.LeasesLost, r.Overlap, r.recovery(),
 		r.Acknowledged, r.Errors, r.Unsettled, r.FencesMonotonic, r.CacheConverged, r.Detail)
+}
+
+// recovered records a time to recover; the longest of a test's counts.
+func (r *result) recovered(d time.Duration) {
+	v := float64(d) / float64(time.Millisecond)
+	if r.RecoveryMS == nil || v > *r.RecoveryMS {
+		r.RecoveryMS = &v
+	}
+}
+
+func (r *result) recovery() string {
+	if r.RecoveryMS == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f s", *r.RecoveryMS/1000)
 }
 
 type resultLog struct {
@@ -182,19 +196,16 @@ func (l *resultLog) report(w io.Writer) {
 	if len(l.rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n| fault | passed | acked | oversold | lost acked | fence rejections | leases lost | overlap | recovery | 5xx | unsettled |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| fault | passed | acked | oversold | lost acked | fence rejections | leases lost | overlap | recovery | 5xx | unsettled | fences never down | cache converged |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range l.rows {
 		name := r.Fault
 		if r.Seed != "" {
 			name += " (seed " + r.Seed + ")"
 		}
-		rec := "–"
-		if r.RecoveryMS > 0 {
-			rec = fmt.Sprintf("%.2f s", r.RecoveryMS/1000)
-		}
-		fmt.Fprintf(w, "| %s | %v | %d | %d | %d | %g | %g | %s | %s | %d | %d |\n", name, r.Passed, r.Acknowledged, r.Oversold,
-			r.LostAcked, r.FenceRejections, r.LeasesLost, strings.ReplaceAll(r.Overlap, "|", "/"), rec, r.Errors, r.Unsettled)
+		fmt.Fprintf(w, "| %s | %v | %d | %d | %d | %g | %g | %s | %s | %d | %d | %v | %s |\n", name, r.Passed, r.Acknowledged, r.Oversold,
+			r.LostAcked, r.FenceRejections, r.LeasesLost, strings.ReplaceAll(r.Overlap, "|", "/"), r.recovery(), r.Errors, r.Unsettled,
+			r.FencesMonotonic, r.CacheConverged)
 	}
 	fmt.Fprintln(w)
 }

@@ -48,6 +48,7 @@ func TestSeededFaultMix(t *testing.T) {
 		idx := rng.IntN(3)
 		length := lease + time.Duration(rng.Int64N(int64(2*lease))) // one to three leases
 		inWrite := rng.IntN(2) == 0
+		began := time.Since(start)
 		var recovery time.Duration
 		var note string
 		switch kind {
@@ -71,10 +72,8 @@ func TestSeededFaultMix(t *testing.T) {
 				t.Errorf("I5: the SKU was blocked %s after a holder died (%s)", recovery, note)
 			}
 		case "redis-restart":
-			var n int
-			var noticed bool
-			recovery, noticed, n, note = c.restartRedis()
-			note += fmt.Sprintf("; loss noticed: %v; %d DB samples of overlapping writes", noticed, n)
+			f := c.restartRedis()
+			recovery, note = f.recovery, f.String()
 		case "redis-stall":
 			recovery, note = c.stallRedis(length)
 		case "link-slow", "link-cut", "link-reset":
@@ -87,7 +86,7 @@ func TestSeededFaultMix(t *testing.T) {
 		}
 		count[kind]++
 		worst[kind] = max(worst[kind], recovery)
-		log = append(log, fmt.Sprintf("%5.1fs %s: %s", time.Since(start).Seconds(), kind, note))
+		log = append(log, fmt.Sprintf("%5.1fs %s: %s", began.Seconds(), kind, note))
 		hold(time.Duration(rng.Int64N(int64(lease)))) // a random gap before the next fault
 	}
 	cancel()
@@ -106,7 +105,7 @@ func TestSeededFaultMix(t *testing.T) {
 	var parts []string
 	for _, k := range names {
 		parts = append(parts, fmt.Sprintf("%s×%d (worst recovery %dms)", k, count[k], worst[k].Milliseconds()))
-		r.RecoveryMS = max(r.RecoveryMS, ms(worst[k]))
+		r.recovered(worst[k])
 	}
 	r.Detail = strings.Join(parts, ", ") + "; " + r.Detail
 	if len(log) == 0 {
