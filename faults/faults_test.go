@@ -382,7 +382,8 @@ func TestRedisStalled(t *testing.T) {
 // One replica's link to Redis, through toxiproxy (in-process), slowed past the
 // renewal interval, then cut, then reset, each for two leases. That replica
 // must lose its leases and answer 503 rather than hang, recover when its link
-// does, and never block the SKU for the others longer than a lease.
+// does, and never block the SKU for the others longer than two leases (its last
+// lease, then locks its late obtains set).
 func TestRedisLinkSlowCutReset(t *testing.T) {
 	r := &result{Fault: "redis-link"}
 	record(t, r)
@@ -403,7 +404,10 @@ func TestRedisLinkSlowCutReset(t *testing.T) {
 		if f.leasesLost == 0 {
 			t.Errorf("link %s: %s, holding the lock when its link failed, counted no lost lease", f.kind, f.x)
 		}
-		if f.othersGap > lease+recoverySlack {
+		// The others may wait out the faulty replica's last lease, then its obtains
+		// that reached Redis but were answered too late for it (over a slow link
+		// each holds the lock until its undo arrives): two leases and the poll.
+		if f.othersGap > 2*lease+recoverySlack {
 			t.Errorf("link %s: the other replicas decided nothing for %s while %s's link was faulty", f.kind, f.othersGap, f.x)
 		}
 	}
