@@ -7,6 +7,8 @@ TEST_FLAGS    ?= -race -count=1 -timeout 15m
 BENCH         ?= .
 BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 PROFILE       ?= quick
+FAULTS_FLAGS  ?= -race -count=1 -timeout 10m -v
+FAULTS_OUT    ?= $(CURDIR)/faults.out
 
 .DEFAULT_GOAL := help
 
@@ -22,6 +24,10 @@ demo: ## Run the demo on embedded defaults: oversell shown, then prevented.
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set).
 	$(GO) test $(TEST_FLAGS) ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
+
+.PHONY: test-faults
+test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~4 min); results in faults.out.
+	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out=$(FAULTS_OUT)
 
 .PHONY: bench
 bench: ## Strategies side by side on this machine's Redis and PostgreSQL: BENCHMARKS.md, charts (PROFILE=quick|full).

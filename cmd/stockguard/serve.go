@@ -38,7 +38,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment")
 	}
 
-	db, sqlDB, err := openAndMigrate(ctx, cfg.databaseURL, log)
+	// A replica stopped inside a transaction must not keep its SKU's row locked
+	// past its lease (PostgreSQL; DATABASE_URL may set another value).
+	db, sqlDB, err := openAndMigrate(ctx, gormstore.BoundIdleTransactions(cfg.databaseURL, cfg.lockTTL), log)
 	if err != nil {
 		return err
 	}

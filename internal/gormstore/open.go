@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,36 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		sqlDB.SetConnMaxLifetime(30 * time.Minute)
 	}
 	return db, nil
+}
+
+// BoundIdleTransactions returns databaseURL with PostgreSQL's
+// idle_in_transaction_session_timeout set to d (rounded up to a millisecond),
+// unless the URL sets it already (to 0, say, which turns it off). Other
+// databases' URLs come back as they are.
+//
+// A process stopped inside a transaction (a pause, a stalled VM) keeps the rows
+// it wrote locked for as long as it is stopped, and its lease running out does
+// not free them: the next holder of the SKU's lock would wait on the row all
+// that time. With the timeout, PostgreSQL ends a session idle in a transaction
+// for d and rolls the transaction back. Give it the lock's lease: a holder that
+// is alive never idles inside its transaction for a whole lease, and one that
+// was stopped that long has lost its lease anyway.
+func BoundIdleTransactions(databaseURL string, d time.Duration) string {
+	if !strings.HasPrefix(databaseURL, "postgres://") && !strings.HasPrefix(databaseURL, "postgresql://") {
+		return databaseURL
+	}
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return databaseURL // Open reports it
+	}
+	q := u.Query()
+	if q.Has("idle_in_transaction_session_timeout") {
+		return databaseURL
+	}
+	msec := max(1, (d+time.Millisecond-1)/time.Millisecond)
+	q.Set("idle_in_transaction_session_timeout", strconv.FormatInt(int64(msec), 10)) // sent at connect, as a setting
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func dialectorFor(raw string) (gorm.Dialector, error) {

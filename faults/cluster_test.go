@@ -1,0 +1,348 @@
+//go:build faults
+
+package faults
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/testenv"
+)
+
+// cluster is replicas of the built binary on a private PostgreSQL schema and a
+// private redis-server, behind the test's balancer.
+type cluster struct {
+	t     *testing.T
+	id    string // in the replicas' application_name, the SKUs and the Redis namespace
+	dbURL string
+	gdb   *gorm.DB
+	db    *sql.DB
+	redis *testenv.RedisServer
+	rdb   *redis.Client // straight to the server, never through a link
+	ns    string
+	lb    *balancer
+	hot   string // the load's hot SKU
+
+	tox   *toxiproxy.ApiServer
+	links []*toxiproxy.Proxy // per replica index, when the replicas reach Redis through toxiproxy
+
+	mu       sync.Mutex
+	replicas []*replica // the running instance of each index
+	retired  []*replica // instances stopped or killed: their last metrics still count
+	overlap  *overlapSampler
+}
+
+type clusterOptions struct {
+	replicas int
+	// links puts every replica's Redis connections through its own toxiproxy proxy,
+	// run in-process.
+	links bool
+}
+
+func newCluster(t *testing.T, o clusterOptions) *cluster {
+	t.Helper()
+	c := &cluster{t: t, id: testenv.RandomID()[:8]}
+	c.ns = "f" + c.id
+	c.dbURL = testenv.NewDatabase(t, testenv.Postgres)
+	c.redis = testenv.StartRedisServer(t)
+	c.rdb = redis.NewClient(&redis.Options{Addr: c.redis.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.rdb.Close() })
+	gdb, err := gormstore.Open(c.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.gdb = gdb
+	if c.db, err = gdb.DB(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.db.Close() })
+
+	mig := exec.CommandContext(t.Context(), binary, "migrate")
+	mig.Env = append(os.Environ(), "DATABASE_URL="+c.dbURL)
+	if out, err := mig.CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	if o.links {
+		c.startLinks(o.replicas)
+	}
+	c.lb = startBalancer(t, o.replicas)
+	c.replicas = make([]*replica, o.replicas)
+	for i := range o.replicas {
+		c.start(i, 0)
+	}
+	t.Cleanup(c.stopAll) // before the balancer, Redis and the schema go
+	c.overlap = startOverlapSampler(t, c.db, c.appPrefix())
+	stopScrape := c.scrapeEvery(250 * time.Millisecond)
+	t.Cleanup(stopScrape)
+	return c
+}
+
+func (c *cluster) startLinks(n int) {
+	c.tox = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	for i := range n {
+		p := toxiproxy.NewProxy(c.tox, fmt.Sprintf("redis-r%d", i), "127.0.0.1:0", c.redis.Addr)
+		if err := c.tox.Collection.Add(p, true); err != nil {
+			c.t.Fatalf("toxiproxy: %v", err)
+		}
+		c.links = append(c.links, p)
+	}
+	c.t.Cleanup(func() { _ = c.tox.Collection.Clear() })
+}
+
+func (c *cluster) appPrefix() string { return "sgf" + c.id + "-" }
+
+// replica is one instance of a replica index: a process, restarted as a new
+// instance (gen+1) after a kill.
+type replica struct {
+	idx, gen int
+	name     string // its PostgreSQL application_name
+	url      string
+	cmd      *exec.Cmd
+	logPath  string
+	done     chan struct{} // closed when the process has exited
+	paused   atomic.Bool
+	killed   atomic.Bool
+
+	mu   sync.Mutex
+	last counters // its last scrape
+}
+
+func (r *replica) String() string { return r.name }
+
+func (c *cluster) env(idx int, name string) []string {
+	redisAddr := c.redis.Addr
+	if c.links != nil {
+		redisAddr = c.links[idx].Listen
+	}
+	env := append(os.Environ(),
+		"DATABASE_URL="+withQuery(c.dbURL, "application_name", name),
+		"REDIS_URL=redis://"+redisAddr+"/0",
+		"STOCKGUARD_NAMESPACE="+c.ns,
+		"STOCKGUARD_ADMIN_TOKEN="+adminToken,
+		"STOCKGUARD_ADDR=127.0.0.1:0",
+		"STOCKGUARD_LOCK_TTL="+lease.String(),
+		"STOCKGUARD_LOCK_WAIT="+lockWait.String(),
+		"STOCKGUARD_REQUEST_TIMEOUT="+requestTimeout.String(),
+		"STOCKGUARD_SHUTDOWN_TIMEOUT="+(requestTimeout+time.Second).String(),
+		"STOCKGUARD_LOG_LEVEL=warn",
+		"GORACE=halt_on_error=0",
+		"STOCKGUARD_ALLOW_OVERSELL=", // a stray setting must not let a control group in
+	)
+	if s := strategy(); s != "" {
+		env = append(env, "STOCKGUARD_STRATEGY="+s)
+	}
+	return env
+}
+
+func withQuery(raw, k, v string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// start runs instance gen of replica idx and puts it in the balancer.
+func (c *cluster) start(idx, gen int) *replica {
+	t := c.t
+	t.Helper()
+	r := &replica{idx: idx, gen: gen, name: fmt.Sprintf("%sr%d-%d", c.appPrefix(), idx, gen), done: make(chan struct{})}
+	r.logPath = filepath.Join(t.TempDir(), r.name+".log")
+	logFile, err := os.Create(r.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd = exec.CommandContext(context.WithoutCancel(t.Context()), binary, "serve") // stopped by stopAll
+	r.cmd.Env = c.env(idx, r.name)
+	r.cmd.Stderr = logFile
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = r.cmd.Wait()
+		_ = logFile.Close()
+		close(r.done)
+	}()
+	first := make(chan string, 1)
+	go func() {
+		lines := bufio.NewScanner(stdout)
+		if lines.Scan() {
+			first <- lines.Text()
+		} else {
+			first <- ""
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line := <-first:
+		addr, ok := strings.CutPrefix(line, "listening on ")
+		if !ok {
+			b, _ := os.ReadFile(r.logPath)
+			t.Fatalf("%s: first line %q\n%s", r, line, b)
+		}
+		r.url = "http://" + addr
+	case <-time.After(60 * time.Second):
+		_ = r.cmd.Process.Kill()
+		t.Fatalf("%s did not start in 60s", r)
+	}
+	c.mu.Lock()
+	c.replicas[idx] = r
+	c.mu.Unlock()
+	c.lb.set(idx, r.url)
+	return r
+}
+
+func (c *cluster) all() []*replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*replica(nil), c.replicas...)
+}
+
+func (c *cluster) byName(name string) *replica {
+	for _, r := range c.all() {
+		if r.name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// pause stops a replica with SIGSTOP: its connections stay open, nothing runs.
+func (c *cluster) pause(r *replica) {
+	r.paused.Store(true)
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatalf("SIGSTOP %s: %v", r, err)
+	}
+}
+
+func (c *cluster) resume(r *replica) {
+	if err := r.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		c.t.Fatalf("SIGCONT %s: %v", r, err)
+	}
+	r.paused.Store(false)
+}
+
+// kill ends a replica with SIGKILL and takes it out of the balancer.
+func (c *cluster) kill(r *replica) {
+	r.killed.Store(true)
+	if err := r.cmd.Process.Kill(); err != nil {
+		c.t.Fatalf("SIGKILL %s: %v", r, err)
+	}
+	c.lb.set(r.idx, "")
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		c.t.Fatalf("%s did not die within 10s of SIGKILL", r)
+	}
+	c.mu.Lock()
+	c.retired = append(c.retired, r)
+	c.mu.Unlock()
+}
+
+// restart starts the next instance of a killed replica.
+func (c *cluster) restart(r *replica) *replica { return c.start(r.idx, r.gen+1) }
+
+// stopAll stops every replica gracefully and fails the test on a data race or a
+// panic in any replica's log, killed ones included.
+func (c *cluster) stopAll() {
+	var wg sync.WaitGroup
+	for _, r := range c.all() {
+		wg.Go(func() {
+			if r.paused.Load() {
+				_ = r.cmd.Process.Signal(syscall.SIGCONT)
+			}
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.done:
+			case <-time.After(20 * time.Second):
+				_ = r.cmd.Process.Kill()
+				<-r.done
+			}
+		})
+	}
+	wg.Wait()
+	c.mu.Lock()
+	every := append(append([]*replica(nil), c.replicas...), c.retired...)
+	c.mu.Unlock()
+	for _, r := range every {
+		b, _ := os.ReadFile(r.logPath)
+		log := string(b)
+		switch {
+		case strings.Contains(log, "WARNING: DATA RACE"):
+			c.t.Errorf("%s: data race:\n%s", r, log)
+		case strings.Contains(log, "panic:") || strings.Contains(log, "fatal error:"):
+			c.t.Errorf("%s: panic:\n%s", r, log)
+		case c.t.Failed():
+			c.t.Logf("%s log (last 4 KiB):\n%s", r, tail(log, 4096))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// waitFor polls cond every 10ms until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// hold waits d: the length of a fault, not a stand-in for synchronisation.
+func hold(d time.Duration) { <-time.After(d) }
+
+var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func get(ctx context.Context, rawURL string, hdr map[string]string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}

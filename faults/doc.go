@@ -1,0 +1,16 @@
+// Package faults holds stockguard's fault-injection tests. Replicas run as
+// processes of the built binary behind an in-test round-robin balancer, the load
+// generator (loadtest/) drives one hot SKU through it, and faults are injected
+// during the load: a lock holder paused past its lease or killed inside its
+// critical section, the private redis-server killed and restarted empty or
+// stalled with DEBUG SLEEP, one replica's Redis link slowed, cut and reset through
+// an in-process toxiproxy, one replica's database sessions terminated mid-write,
+// clients that lose an answer and retry with the same Idempotency-Key, and a
+// seeded mix of all of them. After each, the invariants I1-I5 of the design are
+// checked through the API and directly in the database.
+//
+// The tests carry the build tag "faults", so that "make test" stays fast; run them
+// with "make test-faults". They need PostgreSQL (STOCKGUARD_TEST_DATABASE_URL) and
+// redis-server on the PATH. FAULTS.md, at the root of the repository, says what
+// each test injects and checks, with the figures of the last run.
+package faults

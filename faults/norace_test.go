@@ -1,0 +1,5 @@
+//go:build faults && !race
+
+package faults
+
+const raceEnabled = false
