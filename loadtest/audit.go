@@ -51,27 +51,70 @@ func (c *client) adminCall(ctx context.Context, method, path, body string, into 
 
 // setup seeds every SKU of every scenario through the admin API.
 func setup(ctx context.Context, c *client, cfg Config) (map[string]int64, error) {
+	type restock struct {
+		sku   string
+		units int
+		first bool
+	}
 	stock := map[string]int64{}
+	var todo []restock
 	for _, s := range cfg.Scenarios {
 		for i := range s.Workload.SKUs {
 			sku := fmt.Sprintf("%s-%d", s.Workload.Prefix, i)
 			stock[sku] += int64(s.Workload.Stock)
-			if s.Workload.Stock == 0 {
-				continue
-			}
-			if stock[sku] == int64(s.Workload.Stock) { // first seen in this run
-				// Stock left from an earlier run would be sold too, and read as an oversell.
-				if a := c.send(ctx, http.MethodGet, "/v1/skus/"+sku, nil, nil, c.timeout); a.status != http.StatusNotFound {
-					return nil, fmt.Errorf("setup: SKU %s exists already or cannot be read (status %d): choose another prefix", sku, a.status)
-				}
-			}
-			body := fmt.Sprintf(`{"quantity":%d}`, s.Workload.Stock)
-			if err := c.adminCall(ctx, http.MethodPost, "/v1/skus/"+sku+"/restock", body, nil); err != nil {
-				return nil, fmt.Errorf("setup: %w", err)
+			if s.Workload.Stock > 0 {
+				todo = append(todo, restock{sku, s.Workload.Stock, stock[sku] == int64(s.Workload.Stock)})
 			}
 		}
 	}
+	// A few at a time (one SKU's restocks in order): seeding 100 SKUs one by one
+	// took longer than a short run.
+	bySKU := map[string][]restock{}
+	var order []string
+	for _, r := range todo {
+		if _, ok := bySKU[r.sku]; !ok {
+			order = append(order, r.sku)
+		}
+		bySKU[r.sku] = append(bySKU[r.sku], r)
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, sku := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for _, r := range bySKU[sku] {
+				if err := seed(ctx, c, r.sku, r.units, r.first); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	return stock, nil
+}
+
+// seed restocks one SKU; the first time in a run, only a SKU that does not exist.
+func seed(ctx context.Context, c *client, sku string, units int, first bool) error {
+	if first {
+		// Stock left from an earlier run would be sold too, and read as an oversell.
+		if a := c.send(ctx, http.MethodGet, "/v1/skus/"+sku, nil, nil, c.timeout); a.status != http.StatusNotFound {
+			return fmt.Errorf("setup: SKU %s exists already or cannot be read (status %d): choose another prefix", sku, a.status)
+		}
+	}
+	body := fmt.Sprintf(`{"quantity":%d}`, units)
+	if err := c.adminCall(ctx, http.MethodPost, "/v1/skus/"+sku+"/restock", body, nil); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	return nil
 }
 
 // settle asks again about the orders and cancels whose answers were lost (a

@@ -52,7 +52,7 @@ func (r *Results) throughputPlot(w Workload) (*plot.Plot, error) {
 	p.X.Label.Text = "VUs"
 	p.Y.Label.Text = "orders/s (log)"
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, vusTicks(r.Profile.VUs)
-	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, oneTwoFive{}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	for i, s := range r.strategies() {
@@ -80,6 +80,7 @@ func (r *Results) throughputPlot(w Workload) (*plot.Plot, error) {
 		p.Add(ceiling)
 		p.Legend.Add(fmt.Sprintf("pgbench, 1 row/commit (%.0f tps)", pg), ceiling)
 	}
+	p.Y.Max *= 12 // headroom on the log axis: the legend above the lines
 	return p, nil
 }
 
@@ -111,6 +112,21 @@ func (r *Results) latencyPlot(w Workload, vus int) (*plot.Plot, error) {
 	}
 	p.NominalX(names...)
 	return p, nil
+}
+
+// oneTwoFive marks 1, 2 and 5 times the powers of ten on a log axis.
+type oneTwoFive struct{}
+
+func (oneTwoFive) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for p := 1.0; p <= hi*10; p *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * p; v >= lo && v <= hi {
+				out = append(out, plot.Tick{Value: v, Label: fmt.Sprint(v)})
+			}
+		}
+	}
+	return out
 }
 
 // vusTicks marks the VU counts measured on a log axis.

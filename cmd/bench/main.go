@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -103,8 +104,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"Redis to run on; each strategy gets its own namespace, deleted after ($STOCKGUARD_BENCH_REDIS_URL)")
 	fs.StringVar(&o.out, "out", "benchmarks", "folder for results.json and the charts")
 	fs.StringVar(&o.markdown, "markdown", "BENCHMARKS.md", "the report to write")
+	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *render != "" {
+		return rerender(*render, o, stdout)
 	}
 	p, ok := profiles[*profile]
 	if !ok {
@@ -167,4 +172,27 @@ func envOr(getenv func(string) string, k, def string) string {
 		return v
 	}
 	return def
+}
+
+// rerender writes the report and charts of a results.json again.
+func rerender(path string, o options, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	o.profile = res.Profile
+	for _, w := range workloads {
+		if _, ok := res.point(res.strategies()[0], w.Name, res.Profile.VUs[0]); ok {
+			o.workloads = append(o.workloads, w)
+		}
+	}
+	if err := res.write(o); err != nil {
+		return err
+	}
+	res.printSummary(stdout)
+	return nil
 }

@@ -84,6 +84,9 @@ func machine(ctx context.Context, db *gorm.DB, rdb *redis.Client) Machine {
 		m.CPU, _ = infoField(string(b), "model name")
 		m.CPU = strings.TrimSpace(m.CPU)
 	}
+	if m.CPU == "" {
+		m.CPU = runtime.GOARCH + " (no model name in /proc/cpuinfo)"
+	}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		v, _ := infoField(string(b), "MemTotal")
 		m.Memory = strings.TrimSpace(v)
