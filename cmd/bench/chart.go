@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -25,7 +26,7 @@ var palette = []color.Color{
 // per strategy at the most VUs, one panel per workload).
 func (r *Results) charts(dir string) error {
 	var tput, lat []*plot.Plot
-	top := slicesMax(r.Profile.VUs)
+	top := slices.Max(r.Profile.VUs)
 	for _, w := range workloads {
 		if _, ok := r.point(r.strategies()[0], w.Name, top); !ok {
 			continue
@@ -72,7 +73,7 @@ func (r *Results) throughputPlot(w Workload) (*plot.Plot, error) {
 		p.Legend.Add(s, line, points)
 	}
 	if pg := median(r.PgBench); w.Name == "hot" && pg > 0 {
-		ceiling, err := plotter.NewLine(plotter.XYs{{X: float64(r.Profile.VUs[0]), Y: pg}, {X: float64(slicesMax(r.Profile.VUs)), Y: pg}})
+		ceiling, err := plotter.NewLine(plotter.XYs{{X: float64(r.Profile.VUs[0]), Y: pg}, {X: float64(slices.Max(r.Profile.VUs)), Y: pg}})
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -26,7 +27,7 @@ generator's audit. Stock is ample in the throughput runs; a sell-out run per str
 **Machine.** %s, %d cores, %s memory; %s; PostgreSQL %s (fsync %s, synchronous_commit %s);
 Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares the cores.
 
-`, r.Profile.Name, m.When, m.Commit, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slicesMax(r.Profile.VUs),
+`, r.Profile.Name, m.When, m.Commit, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
 		m.CPU, m.Cores, m.Memory, m.Go, m.PostgreSQL, m.Fsync, m.SyncCommit, m.Redis)
 
 	fmt.Fprintf(w, "## Targets\n\n| target | figure | |\n|---|---|---|\n")

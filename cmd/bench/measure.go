@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,7 +152,7 @@ func measureStrategy(ctx context.Context, o options, bins topology.Binaries, db 
 	// A warm-up round, then ANALYZE: PostgreSQL plans for the tables it was told
 	// of, and an emptied table is planned as empty (sequential scans) until
 	// autovacuum looks again, which a short run would not live to see.
-	if _, err := loadRun(ctx, bins.Loadtest, lb.URL, rdb, db, workloads[0], slicesMax(o.profile.VUs), o.profile.Duration); err != nil {
+	if _, err := loadRun(ctx, bins.Loadtest, lb.URL, rdb, db, workloads[0], slices.Max(o.profile.VUs), o.profile.Duration); err != nil {
 		return nil, sell, 0, fmt.Errorf("warm-up: %w", err)
 	}
 	if err := db.WithContext(ctx).Exec("ANALYZE").Error; err != nil {
@@ -176,7 +177,7 @@ func measureStrategy(ctx context.Context, o options, bins topology.Binaries, db 
 			}
 		}
 	}
-	sell, err = point(sellout, slicesMax(o.profile.VUs), o.profile.Duration)
+	sell, err = point(sellout, slices.Max(o.profile.VUs), o.profile.Duration)
 	if err != nil {
 		return nil, sell, 0, err
 	}
@@ -361,12 +362,4 @@ func vmHWM(pid int) int64 {
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-func slicesMax(xs []int) int {
-	m := xs[0]
-	for _, x := range xs[1:] {
-		m = max(m, x)
-	}
-	return m
 }

@@ -212,7 +212,7 @@ func (r *Results) bestSafe() string {
 
 func (r *Results) judge() []Target {
 	var ts []Target
-	top := slicesMax(r.Profile.VUs)
+	top := slices.Max(r.Profile.VUs)
 	pg := median(r.PgBench)
 	// The best safe strategy on the hot SKU at the most VUs.
 	var hot Point

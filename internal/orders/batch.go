@@ -171,16 +171,22 @@ func (s *Service) placeBatch(ctx context.Context, taken []*pending, fences Fence
 		return fill(err)
 	}
 	fromDB := len(loaded) == len(skus)
+	reload := func() error { // the database's numbers, counting what the cache had wrong
+		fresh, err := s.store.Available(ctx, skus)
+		if err != nil {
+			return err
+		}
+		s.repaired(available, fresh)
+		available, loaded, fromDB = fresh, fresh, true
+		return nil
+	}
 	var failed error
 	for attempt := 0; ; attempt++ {
 		d := decide(taken, live, available)
 		if len(d.short) > 0 && !fromDB { // refuse on the database's word, not the cache's
-			fresh, err := s.store.Available(ctx, skus)
-			if err != nil {
+			if err := reload(); err != nil {
 				return fill(err)
 			}
-			s.repaired(available, fresh)
-			available, loaded = fresh, fresh
 			d = decide(taken, live, available)
 		}
 		var after map[string]int64
@@ -202,13 +208,9 @@ func (s *Service) placeBatch(ctx context.Context, taken []*pending, fences Fence
 			break
 		}
 		if errors.Is(err, ErrInsufficientStock) && attempt == 0 { // the cache was wrong: decide again on the database's numbers
-			fresh, ferr := s.store.Available(ctx, skus)
-			if ferr == nil {
-				s.repaired(available, fresh)
-				available, loaded, fromDB = fresh, fresh, true
+			if err = reload(); err == nil {
 				continue
 			}
-			err = ferr
 		}
 		s.afterRefusal(ctx, skus, fences, available, err)
 		if errors.Is(err, ErrIdempotencyRunning) { // a key recorded by another request meanwhile: one by one

@@ -234,11 +234,7 @@ func (s *Service) afterRefusal(ctx context.Context, skus []string, fences Fences
 			s.deleteCache(ctx, skus)
 			return
 		}
-		for sku, v := range fresh {
-			if c, ok := cached[sku]; ok && c != v {
-				s.obs.CacheRepaired(sku)
-			}
-		}
+		s.repaired(cached, fresh)
 		s.setCache(ctx, fresh, fences)
 	default:
 		s.deleteCache(ctx, skus)
