@@ -9,6 +9,9 @@ BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 PROFILE       ?= quick
 FAULTS_FLAGS  ?= -race -count=1 -timeout 10m -v
 FAULTS_OUT    ?= $(CURDIR)/faults.out
+# make test-faults uses this PostgreSQL when STOCKGUARD_TEST_DATABASE_URL is not set and
+# it answers, and says so; empty turns that off.
+FAULTS_DEFAULT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
 .DEFAULT_GOAL := help
 
@@ -26,8 +29,8 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
-test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~4 min); results in faults.out.
-	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out=$(FAULTS_OUT)
+test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~4 min); results in faults.out. Fails when none ran.
+	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: bench
 bench: ## Strategies side by side on this machine's Redis and PostgreSQL: BENCHMARKS.md, charts (PROFILE=quick|full).

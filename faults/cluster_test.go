@@ -62,6 +62,7 @@ type clusterOptions struct {
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
+	ready(t)
 	c := &cluster{t: t, id: testenv.RandomID()[:8]}
 	c.ns = "f" + c.id
 	c.dbURL = testenv.NewDatabase(t, testenv.Postgres)

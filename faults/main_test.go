@@ -5,9 +5,11 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +18,23 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
 )
 
 var (
-	faultsOut = flag.String("faults.out", "", "write the per-fault results as JSON to this file")
+	faultsOut       = flag.String("faults.out", "", "write the per-fault results as JSON to this file")
+	defaultDatabase = flag.String("faults.default-database", "",
+		"when STOCKGUARD_TEST_DATABASE_URL is not set, use this PostgreSQL URL if it answers (make test-faults passes the loopback one)")
 
 	binary, loadtestBinary string // built once by TestMain
+
+	// notReady says why no fault test can run here ("" when they can), as
+	// TestMain's preflight found; notReadyFails makes each test fail on it
+	// rather than skip: a service named but not answering, or
+	// STOCKGUARD_TEST_REQUIRE_REAL=1.
+	notReady      string
+	notReadyFails bool
 )
 
 // Settings of every replica: a short lease and short timeouts, so that faults
@@ -43,6 +56,17 @@ const (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run()) // go test -list: nothing runs, nothing to check or report
+	}
+	if *faultsOut != "" {
+		_ = os.Remove(*faultsOut) // a failed run must not leave the last one's results behind
+	}
+	notReady, notReadyFails = preflight()
+	if notReady != "" {
+		fmt.Printf("faults: cannot run here: %s\n", notReady)
+		os.Exit(finish(m.Run())) // every test stops at once: skipped or failed, with the reason
+	}
 	dir, err := os.MkdirTemp("", "stockguard-faults-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -65,7 +89,15 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
+	code := finish(m.Run())
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// finish reports the results (the table, faults.out) and returns the run's exit
+// code: m.Run's, or 1 when no fault test ran, so that a run that tested nothing
+// never passes.
+func finish(code int) int {
 	results.report(os.Stdout)
 	if *faultsOut != "" {
 		if err := results.writeJSON(*faultsOut); err != nil {
@@ -73,8 +105,134 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	ran, notRun := results.ran()
+	switch {
+	case ran == 0 && len(notRun) == 0:
+		fmt.Println("FAIL: no fault test ran: none was selected (-run?)")
+		code = 1
+	case ran == 0:
+		why := notReady
+		if why == "" {
+			why = "see each test's log for why"
+		}
+		fmt.Printf("FAIL: no fault test ran (%d of %d %s): %s\n", len(notRun), len(notRun), stoppedHow(), why)
+		fmt.Println("      The fault tests need PostgreSQL and redis-server: set STOCKGUARD_TEST_DATABASE_URL to a")
+		fmt.Println("      PostgreSQL database whose user may create schemas and end sessions, e.g.")
+		fmt.Println("      STOCKGUARD_TEST_DATABASE_URL='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' make test-faults")
+		fmt.Println("      (make test-faults tries that one itself when the variable is not set), and put redis-server on the PATH.")
+		code = 1
+	case len(notRun) > 0:
+		fmt.Printf("faults: %d fault tests ran; not run: %s\n", ran, strings.Join(notRun, ", "))
+	}
+	return code
+}
+
+// stoppedHow says how the preflight stopped the tests.
+func stoppedHow() string {
+	if notReadyFails {
+		return "failed before injecting anything"
+	}
+	return "skipped"
+}
+
+// preflight checks what every fault test needs, PostgreSQL and redis-server,
+// once, and says why the tests cannot run ("" when they can), and whether that
+// is a failure rather than a reason to skip. When STOCKGUARD_TEST_DATABASE_URL is
+// not set, -faults.default-database is tried, and used (and the variable set)
+// when it answers.
+func preflight() (reason string, fails bool) {
+	requireReal := os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1"
+	var reasons []string
+	dbURL := os.Getenv("STOCKGUARD_TEST_DATABASE_URL")
+	if dbURL == "" && *defaultDatabase != "" {
+		if err := pingPostgres(*defaultDatabase); err != nil {
+			fmt.Printf("faults: STOCKGUARD_TEST_DATABASE_URL is not set, and connecting to the default %s failed: %v\n", redact(*defaultDatabase), err)
+		} else {
+			dbURL = *defaultDatabase
+			_ = os.Setenv("STOCKGUARD_TEST_DATABASE_URL", dbURL)
+			fmt.Printf("faults: STOCKGUARD_TEST_DATABASE_URL is not set; using the default %s, which answered\n", redact(dbURL))
+		}
+	}
+	switch {
+	case dbURL == "":
+		reasons = append(reasons, "STOCKGUARD_TEST_DATABASE_URL is not set")
+		fails = fails || requireReal
+	case !strings.HasPrefix(dbURL, "postgres"):
+		reasons = append(reasons, fmt.Sprintf("STOCKGUARD_TEST_DATABASE_URL=%s is not a postgres:// URL", redact(dbURL)))
+		fails = true
+	default:
+		if err := pingPostgres(dbURL); err != nil {
+			reasons = append(reasons, fmt.Sprintf("connecting to STOCKGUARD_TEST_DATABASE_URL=%s failed: %v", redact(dbURL), err))
+			fails = true
+		}
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		reasons = append(reasons, "redis-server is not on the PATH")
+		fails = fails || requireReal
+	}
+	return strings.Join(reasons, "; "), fails
+}
+
+// pingPostgres connects to raw and pings it, for 10s at most.
+func pingPostgres(raw string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		db, err := gormstore.Open(raw)
+		if err != nil {
+			done <- err
+			return
+		}
+		sqlDB, err := db.DB()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = sqlDB.Close() }()
+		done <- sqlDB.PingContext(ctx)
+	}()
+	select {
+	case err := <-done:
+		return innermost(err)
+	case <-ctx.Done():
+		return errors.New("no answer in 10s")
+	}
+}
+
+// innermost is the error err wraps at the bottom, such as "dial tcp
+// 127.0.0.1:5999: connect: connection refused" under the driver's account of it.
+func innermost(err error) error {
+	for err != nil {
+		next := errors.Unwrap(err)
+		if next == nil {
+			break
+		}
+		err = next
+	}
+	return err
+}
+
+// redact hides a URL's password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return u.Redacted()
+}
+
+// ready stops the test when the preflight found that no fault test can run:
+// skipped, or failed when that is a failure, with the reason.
+func ready(t *testing.T) {
+	t.Helper()
+	switch {
+	case notReady == "":
+	case notReadyFails:
+		t.Fatal(notReady)
+	default:
+		t.Skip(notReady)
+	}
 }
 
 // strategy is the service strategy under test: STOCKGUARD_FAULTS_STRATEGY, or
@@ -123,6 +281,10 @@ type result struct {
 	Strategy string `json:"strategy"`
 	Seed     string `json:"seed,omitempty"`
 	Passed   bool   `json:"passed"`
+	Skipped  bool   `json:"skipped"`
+	// NotRun says why the test stopped before injecting anything (skipped, or
+	// failed at setup because a service it needs is missing); empty when it ran.
+	NotRun string `json:"reason,omitempty"`
 
 	Acknowledged    int      `json:"orders_acknowledged"`     // 201 answers seen by the balancer (replays included once)
 	Oversold        int64    `json:"oversold_units"`          // by the API's audit, the database's and the generator's
@@ -145,6 +307,9 @@ func (r *result) line() string {
 	seed := ""
 	if r.Seed != "" {
 		seed = " seed=" + r.Seed
+	}
+	if r.NotRun != "" { // no figures: nothing was measured
+		return fmt.Sprintf("FAULT %s strategy=%s%s passed=false skipped=%v reason=%q", r.Fault, r.Strategy, seed, r.Skipped, r.NotRun)
 	}
 	return fmt.Sprintf("FAULT %s strategy=%s%s passed=%v oversold=%d lost_acked=%d fence_rejections=%g leases_lost=%g overlap=%q recovery=%s acked=%d errors_5xx=%d unsettled=%d fences_monotonic=%v cache=%s detail=%q",
 		r.Fault, r.Strategy, seed, r.Passed, r.Oversold, r.LostAcked, r.FenceRejections, r.LeasesLost, r.Overlap, r.recovery(),
@@ -180,7 +345,14 @@ func record(t *testing.T, r *result) {
 	start := time.Now()
 	r.Strategy = strategyName()
 	t.Cleanup(func() {
-		r.Passed = !t.Failed()
+		r.Skipped = t.Skipped()
+		r.Passed = !t.Failed() && !r.Skipped
+		switch {
+		case notReady != "" && (r.Skipped || t.Failed()):
+			r.NotRun = notReady
+		case r.Skipped:
+			r.NotRun = "skipped: the test's log says why"
+		}
 		r.DurationS = time.Since(start).Seconds()
 		t.Log(r.line())
 		results.mu.Lock()
@@ -203,6 +375,14 @@ func (l *resultLog) report(w io.Writer) {
 		if r.Seed != "" {
 			name += " (seed " + r.Seed + ")"
 		}
+		if r.NotRun != "" {
+			status := "false (not run: "
+			if r.Skipped {
+				status = "skipped ("
+			}
+			fmt.Fprintf(w, "| %s | %s%s) |%s\n", name, status, strings.ReplaceAll(r.NotRun, "|", "/"), strings.Repeat(" – |", 11))
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %v | %d | %d | %d | %g | %g | %s | %s | %d | %d | %v | %s |\n", name, r.Passed, r.Acknowledged, r.Oversold,
 			r.LostAcked, r.FenceRejections, r.LeasesLost, strings.ReplaceAll(r.Overlap, "|", "/"), r.recovery(), r.Errors, r.Unsettled,
 			r.FencesMonotonic, r.CacheConverged)
@@ -210,10 +390,45 @@ func (l *resultLog) report(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+// notRunRow is a test that did not run, in faults.out.
+type notRunRow struct {
+	Fault     string  `json:"fault"`
+	Strategy  string  `json:"strategy"`
+	Seed      string  `json:"seed,omitempty"`
+	Passed    bool    `json:"passed"`
+	Skipped   bool    `json:"skipped"`
+	NotRun    string  `json:"reason"`
+	DurationS float64 `json:"duration_s"`
+}
+
+// ran counts the tests that ran, and names those that did not.
+func (l *resultLog) ran() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, notRun := 0, []string{}
+	for _, r := range l.rows {
+		if r.NotRun != "" {
+			notRun = append(notRun, r.Fault)
+		} else {
+			n++
+		}
+	}
+	return n, notRun
+}
+
 func (l *resultLog) writeJSON(path string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, err := json.MarshalIndent(l.rows, "", "  ")
+	// A test that did not run has no figures, not zeros.
+	rows := make([]any, 0, len(l.rows))
+	for _, r := range l.rows {
+		if r.NotRun != "" {
+			rows = append(rows, notRunRow{r.Fault, r.Strategy, r.Seed, false, r.Skipped, r.NotRun, r.DurationS})
+			continue
+		}
+		rows = append(rows, r)
+	}
+	b, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {
 		return err
 	}
