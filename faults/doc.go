@@ -11,6 +11,8 @@
 //
 // The tests carry the build tag "faults", so that "make test" stays fast; run them
 // with "make test-faults". They need PostgreSQL (STOCKGUARD_TEST_DATABASE_URL) and
-// redis-server on the PATH. FAULTS.md, at the root of the repository, says what
-// each test injects and checks, with the figures of the last run.
+// redis-server on the PATH; a test that cannot run is reported as skipped, with
+// the reason, and a run in which none ran fails. FAULTS.md, at the root of the
+// repository, says what each test injects and checks, with the figures of the
+// last run.
 package faults
