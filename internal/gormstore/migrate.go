@@ -19,19 +19,96 @@ type migration struct {
 
 var migrations = []migration{
 	{1, "skus, orders, order lines, stock ledger, idempotency records", func(tx *gorm.DB) error {
-		if tx.Name() == "mysql" {
-			// SKUs and keys compare byte for byte, as on the other databases: MySQL's
-			// default collation would make A-1 and a-1 one SKU.
-			tx = tx.Set("gorm:table_options", "CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
-		}
-		return tx.Migrator().CreateTable(&skuRow{}, &orderRow{}, &lineRow{}, &ledgerRow{}, &idempotencyRow{})
+		return binTables(tx).Migrator().CreateTable(&skuRowV1{}, &orderRowV1{}, &lineRow{}, &ledgerRow{}, &idempotencyRowV1{})
 	}},
+	{2, "counters on skus; idempotency records without claims, kept for a retention", migrateV2},
 }
+
+// binTables makes MySQL compare SKUs and keys byte for byte, as the other
+// databases do: its default collation would make A-1 and a-1 one SKU.
+func binTables(tx *gorm.DB) *gorm.DB {
+	if tx.Name() == "mysql" {
+		return tx.Set("gorm:table_options", "CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+	}
+	return tx
+}
+
+// migrateV2 puts stocked and sold on each SKU's row, counted from the history
+// once here and kept by every write after, so that a SKU's stock is one row
+// read; drops the idempotency claims (a record is now written in its order's
+// transaction, never before, so a running claim cannot be left behind) and the
+// unique key on orders (a key may be used again once its record is forgotten),
+// and indexes the records by age for the purge.
+func migrateV2(tx *gorm.DB) error {
+	m := tx.Migrator()
+	steps := []func() error{
+		func() error { return m.AddColumn(&skuRow{}, "Stocked") },
+		func() error { return m.AddColumn(&skuRow{}, "Sold") },
+		func() error {
+			return tx.Exec(`UPDATE skus SET
+  stocked = COALESCE((SELECT SUM(l.delta) FROM stock_ledger l WHERE l.sku = skus.sku AND l.kind = 'restock'), 0),
+  sold = COALESCE((SELECT SUM(ol.quantity) FROM order_lines ol JOIN orders o ON o.id = ol.order_id
+                   WHERE ol.sku = skus.sku AND o.status = 'placed'), 0)`).Error
+		},
+		func() error { return tx.Exec("DELETE FROM idempotency_records WHERE state <> 'done'").Error },
+		func() error { return m.DropColumn(&idempotencyRowV1{}, "state") },
+		func() error { return m.DropColumn(&idempotencyRowV1{}, "claim") },
+		func() error { return m.CreateIndex(&idempotencyRow{}, "idx_idempotency_records_created_at") },
+		func() error { return m.DropIndex(&orderRowV1{}, "idx_orders_idempotency_key") },
+		func() error { return m.DropColumn(&orderRowV1{}, "idempotency_key") },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// The tables as migration 1 made them: frozen here, so that migration 1 makes
+// the same tables whatever the models in models.go become.
+
+type skuRowV1 struct {
+	SKU       string `gorm:"column:sku;primaryKey;size:64"`
+	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available >= 0"`
+	Fence     int64  `gorm:"column:fence;not null;default:0"`
+	UpdatedAt time.Time
+}
+
+func (skuRowV1) TableName() string { return "skus" }
+
+type orderRowV1 struct {
+	ID             string     `gorm:"column:id;primaryKey;size:40"`
+	Status         string     `gorm:"column:status;size:16;not null"`
+	IdempotencyKey *string    `gorm:"column:idempotency_key;size:255;uniqueIndex:idx_orders_idempotency_key"`
+	CreatedAt      time.Time  `gorm:"column:created_at;not null"`
+	CancelledAt    *time.Time `gorm:"column:cancelled_at"`
+}
+
+func (orderRowV1) TableName() string { return "orders" }
+
+type idempotencyRowV1 struct {
+	Key       string    `gorm:"column:idem_key;primaryKey;size:255"`
+	Hash      string    `gorm:"column:request_hash;size:64;not null"`
+	State     string    `gorm:"column:state;size:16;not null"`
+	Claim     string    `gorm:"column:claim;size:40;not null"`
+	OrderID   *string   `gorm:"column:order_id;size:40"`
+	ShortSKUs string    `gorm:"column:short_skus;size:4000;not null;default:''"`
+	CreatedAt time.Time `gorm:"column:created_at;not null"`
+	UpdatedAt time.Time `gorm:"column:updated_at;not null"`
+}
+
+func (idempotencyRowV1) TableName() string { return "idempotency_records" }
 
 // Migrate applies the migrations not applied yet and returns how many it applied.
 // Replicas starting at once serialize on a database lock (an advisory lock on
 // PostgreSQL, GET_LOCK on MySQL, the write lock on SQLite).
 func Migrate(ctx context.Context, db *gorm.DB) (int, error) {
+	return migrateTo(ctx, db, len(migrations))
+}
+
+// migrateTo applies the migrations up to version (tests start from older ones).
+func migrateTo(ctx context.Context, db *gorm.DB, version int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	applied := 0
@@ -40,7 +117,7 @@ func Migrate(ctx context.Context, db *gorm.DB) (int, error) {
 			// An immediate transaction holds the write lock from BEGIN: the other
 			// processes wait for it, and DDL is transactional there.
 			return conn.Transaction(func(tx *gorm.DB) error {
-				n, err := applyMigrations(tx)
+				n, err := applyMigrations(tx, version)
 				applied = n
 				return err
 			})
@@ -51,13 +128,13 @@ func Migrate(ctx context.Context, db *gorm.DB) (int, error) {
 			return err
 		}
 		defer unlock()
-		applied, err = applyMigrations(conn)
+		applied, err = applyMigrations(conn, version)
 		return err
 	})
 	return applied, err
 }
 
-func applyMigrations(conn *gorm.DB) (int, error) {
+func applyMigrations(conn *gorm.DB, version int) (int, error) {
 	conn = conn.Session(&gorm.Session{}) // each statement below starts afresh
 	applied := 0
 	err := func() error {
@@ -73,7 +150,7 @@ func applyMigrations(conn *gorm.DB) (int, error) {
 			have[v] = true
 		}
 		for _, m := range migrations {
-			if have[m.version] {
+			if have[m.version] || m.version > version {
 				continue
 			}
 			if err := m.up(conn); err != nil {

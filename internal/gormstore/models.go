@@ -8,18 +8,19 @@ import "time"
 type skuRow struct {
 	SKU       string `gorm:"column:sku;primaryKey;size:64"`
 	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available >= 0"`
-	Fence     int64  `gorm:"column:fence;not null;default:0"` // the last committed fencing token
+	Stocked   int64  `gorm:"column:stocked;not null;default:0"` // all stock ever added
+	Sold      int64  `gorm:"column:sold;not null;default:0"`    // the quantity of live orders
+	Fence     int64  `gorm:"column:fence;not null;default:0"`   // the last committed fencing token
 	UpdatedAt time.Time
 }
 
 func (skuRow) TableName() string { return "skus" }
 
 type orderRow struct {
-	ID             string     `gorm:"column:id;primaryKey;size:40"`
-	Status         string     `gorm:"column:status;size:16;not null"`
-	IdempotencyKey *string    `gorm:"column:idempotency_key;size:255;uniqueIndex:idx_orders_idempotency_key"`
-	CreatedAt      time.Time  `gorm:"column:created_at;not null"`
-	CancelledAt    *time.Time `gorm:"column:cancelled_at"`
+	ID          string     `gorm:"column:id;primaryKey;size:40"`
+	Status      string     `gorm:"column:status;size:16;not null"`
+	CreatedAt   time.Time  `gorm:"column:created_at;not null"`
+	CancelledAt *time.Time `gorm:"column:cancelled_at"`
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -45,14 +46,14 @@ type ledgerRow struct {
 
 func (ledgerRow) TableName() string { return "stock_ledger" }
 
+// idempotencyRow is written in the transaction of the order it made (or of the
+// refusal it replays), and kept for the retention.
 type idempotencyRow struct {
 	Key       string    `gorm:"column:idem_key;primaryKey;size:255"`
 	Hash      string    `gorm:"column:request_hash;size:64;not null"`
-	State     string    `gorm:"column:state;size:16;not null"` // running, done
-	Claim     string    `gorm:"column:claim;size:40;not null"` // the request (order id) running or done under the key
 	OrderID   *string   `gorm:"column:order_id;size:40"`
 	ShortSKUs string    `gorm:"column:short_skus;size:4000;not null;default:''"`
-	CreatedAt time.Time `gorm:"column:created_at;not null"`
+	CreatedAt time.Time `gorm:"column:created_at;not null;index:idx_idempotency_records_created_at"`
 	UpdatedAt time.Time `gorm:"column:updated_at;not null"`
 }
 
@@ -66,12 +67,9 @@ type migrationRow struct {
 
 func (migrationRow) TableName() string { return "schema_migrations" }
 
-// Ledger kinds and idempotency states.
+// Ledger kinds.
 const (
 	kindRestock = "restock"
 	kindSale    = "sale"
 	kindCancel  = "cancel"
-
-	stateRunning = "running"
-	stateDone    = "done"
 )

@@ -3,6 +3,7 @@ package gormstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -66,8 +67,14 @@ func TestStore(t *testing.T) {
 			t.Run("fencing", func(t *testing.T) { testFencing(t, kind) })
 			t.Run("idempotency", func(t *testing.T) { testIdempotency(t, kind) })
 			t.Run("commit a batch", func(t *testing.T) { testCommit(t, kind) })
+			t.Run("unguarded", func(t *testing.T) { testUnguarded(t, kind) })
 		})
 	}
+}
+
+// place commits one order, as the locked strategies do.
+func place(s *gormstore.Store, o orders.Order, fences orders.Fences, key string) (map[string]int64, error) {
+	return s.Commit(context.Background(), orders.Batch{Placed: []orders.Placement{{Order: o, Key: key, Hash: "h-" + key}}}, fences)
 }
 
 func testPlace(t *testing.T, kind string) {
@@ -76,7 +83,7 @@ func testPlace(t *testing.T, kind string) {
 	mustRestock(t, s, "A-1", 5, 1)
 	mustRestock(t, s, "B-2", 1, 1)
 
-	after, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 2}, orders.Item{SKU: "B-2", Quantity: 1}), orders.Fences{"A-1": 2, "B-2": 2}, "")
+	after, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 2}, orders.Item{SKU: "B-2", Quantity: 1}), orders.Fences{"A-1": 2, "B-2": 2}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +92,7 @@ func testPlace(t *testing.T, kind string) {
 	}
 
 	// Short on B-2 and on an unknown SKU: refused whole, naming both, nothing written.
-	_, err = s.Place(ctx, order("o2", orders.Item{SKU: "A-1", Quantity: 1}, orders.Item{SKU: "B-2", Quantity: 1}, orders.Item{SKU: "C-3", Quantity: 1}),
+	_, err = place(s, order("o2", orders.Item{SKU: "A-1", Quantity: 1}, orders.Item{SKU: "B-2", Quantity: 1}, orders.Item{SKU: "C-3", Quantity: 1}),
 		orders.Fences{"A-1": 3, "B-2": 3, "C-3": 3}, "")
 	var short *orders.InsufficientStockError
 	if !errors.As(err, &short) || len(short.SKUs) != 2 || short.SKUs[0] != "B-2" || short.SKUs[1] != "C-3" {
@@ -126,15 +133,15 @@ func testFencing(t *testing.T, kind string) {
 	s, _ := newStore(t, kind)
 	ctx := context.Background()
 	mustRestock(t, s, "A-1", 10, 100)
-	_, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 99}, "")
+	_, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 99}, "")
 	var stale *orders.StaleFenceError
 	if !errors.As(err, &stale) || stale.Token != 99 || stale.Last != 100 {
 		t.Fatalf("got %v, want a stale fence (99 after 100)", err)
 	}
-	if _, err := s.Place(ctx, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 100}, ""); err != nil {
+	if _, err := place(s, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 100}, ""); err != nil {
 		t.Fatalf("the same token again: %v", err)
 	}
-	if _, err := s.Place(ctx, order("o3", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 150}, ""); err != nil {
+	if _, err := place(s, order("o3", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 150}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Restock(ctx, "A-1", 1, 120); !errors.Is(err, orders.ErrStaleFence) {
@@ -150,64 +157,98 @@ func testIdempotency(t *testing.T, kind string) {
 	s, clk := newStore(t, kind)
 	ctx := context.Background()
 	mustRestock(t, s, "A-1", 5, 1)
+	start := clk.now()
 
-	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", "o1", time.Minute); out != nil || err != nil {
-		t.Fatalf("first claim: %v %v", out, err)
-	}
-	if _, err := s.ClaimIdempotency(ctx, "k1", "h1", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
-		t.Fatalf("claim while running: %v", err)
-	}
-	if _, err := s.ClaimIdempotency(ctx, "k1", "h2", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyMismatch) {
-		t.Fatalf("claim with another body: %v", err)
-	}
-	// Keys and SKUs are case-sensitive on every database.
-	if out, err := s.ClaimIdempotency(ctx, "K1", "h9", "x", time.Minute); out != nil || err != nil {
-		t.Fatalf("a key differing in case is another key: %v %v", out, err)
-	}
-	if _, err := s.Place(ctx, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 2}, "k1"); err != nil {
+	if _, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 2}, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.ClaimIdempotency(ctx, "k1", "h1", "x", time.Minute); err != nil || out == nil || out.OrderID != "o1" {
-		t.Fatalf("replay: %+v %v, want order o1", out, err)
+	// Keys are case-sensitive on every database.
+	if _, err := place(s, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 3}, "K1"); err != nil {
+		t.Fatalf("a key differing in case is another key: %v", err)
 	}
-
-	// A refusal is replayed too.
-	if _, err := s.ClaimIdempotency(ctx, "k2", "h", "c2", time.Minute); err != nil {
-		t.Fatal(err)
+	// The same key again is refused whole: no order, no stock taken.
+	_, err := place(s, order("o3", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 4}, "k1")
+	if !errors.Is(err, orders.ErrIdempotencyConflict) {
+		t.Fatalf("a recorded key: %v, want ErrIdempotencyConflict", err)
 	}
-	if err := s.SettleIdempotency(ctx, "k2", "c2", orders.Outcome{ShortSKUs: []string{"B", "A"}}); err != nil {
-		t.Fatal(err)
+	if _, err := s.Order(ctx, "o3"); !errors.Is(err, orders.ErrNotFound) {
+		t.Fatalf("the conflicting order was stored: %v", err)
 	}
-	if out, err := s.ClaimIdempotency(ctx, "k2", "h", "x", time.Minute); err != nil || out == nil || len(out.ShortSKUs) != 2 || out.ShortSKUs[0] != "A" {
-		t.Fatalf("replayed refusal: %+v %v", out, err)
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5})
+	recs, err := s.Outcomes(ctx, []string{"k1", "K1", "nope"})
+	if err != nil || len(recs) != 2 || recs["k1"].Outcome.OrderID != "o1" || recs["K1"].Outcome.OrderID != "o2" ||
+		recs["k1"].Hash != "h-k1" || !recs["k1"].CreatedAt.Equal(start) {
+		t.Fatalf("records %+v %v", recs, err)
 	}
 
-	// A released claim runs anew; a stale one is taken over, once, and the request
-	// that lost it can neither release, settle nor place under the key.
-	if _, err := s.ClaimIdempotency(ctx, "k3", "h", "c3", time.Minute); err != nil {
+	// Forget deletes only records older than the cutoff; then the key is new.
+	if err := s.Forget(ctx, []string{"k1"}, start); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseIdempotency(ctx, "k3", "c3"); err != nil {
+	if recs, _ := s.Outcomes(ctx, []string{"k1"}); len(recs) != 1 {
+		t.Fatal("a record as old as the cutoff was forgotten")
+	}
+	clk.add(time.Hour)
+	if err := s.Forget(ctx, []string{"k1"}, clk.now()); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.ClaimIdempotency(ctx, "k3", "h", "old", time.Minute); out != nil || err != nil {
-		t.Fatalf("claim after release: %v %v", out, err)
+	if recs, _ := s.Outcomes(ctx, []string{"k1", "K1"}); len(recs) != 1 {
+		t.Fatalf("after forgetting k1: %+v", recs)
 	}
-	clk.add(2 * time.Minute)
-	if out, err := s.ClaimIdempotency(ctx, "k3", "h", "new", time.Minute); out != nil || err != nil {
-		t.Fatalf("taking over a stale claim: %v %v", out, err)
+	if _, err := place(s, order("o4", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 5}, "k1"); err != nil {
+		t.Fatalf("a forgotten key is new again: %v", err)
 	}
-	if _, err := s.ClaimIdempotency(ctx, "k3", "h", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
-		t.Fatalf("a fresh takeover must block the next: %v", err)
+
+	// The purge deletes old records in bounded rounds, oldest first, and no newer one.
+	mustRestock(t, s, "A-1", 10, 6)
+	for i := range 5 {
+		if _, err := place(s, order(fmt.Sprintf("p%d", i), orders.Item{SKU: "A-1", Quantity: 1}), nil, fmt.Sprintf("p%d", i)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.ReleaseIdempotency(ctx, "k3", "old"); err != nil {
+	clk.add(time.Hour)
+	cutoff := clk.now()
+	if _, err := place(s, order("young", orders.Item{SKU: "A-1", Quantity: 1}), nil, "young"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Place(ctx, order("old", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 3}, "k3"); !errors.Is(err, orders.ErrIdempotencyRunning) {
-		t.Fatalf("the request that lost its claim placed an order: %v", err)
+	var purged []int
+	for range 4 {
+		n, err := s.PurgeRecords(ctx, cutoff, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged = append(purged, n)
 	}
-	if _, err := s.ClaimIdempotency(ctx, "k3", "h", "x", time.Minute); !errors.Is(err, orders.ErrIdempotencyRunning) {
-		t.Fatalf("the old request released the new one's claim: %v", err)
+	// K1, o4's k1 and p0-p4 are older than the cutoff: 7 records.
+	if fmt.Sprint(purged) != "[3 3 1 0]" {
+		t.Fatalf("purged %v per round, want [3 3 1 0]", purged)
+	}
+	if recs, _ := s.Outcomes(ctx, []string{"young", "p4"}); len(recs) != 1 || recs["young"].Outcome.OrderID != "young" {
+		t.Fatalf("after the purge: %+v", recs)
+	}
+}
+
+// The unsafe strategy's write sets what it read minus the order, whatever is
+// there now: two writers who read the same stock both succeed, and the counters
+// show the oversell.
+func testUnguarded(t *testing.T, kind string) {
+	s, _ := newStore(t, kind)
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 1, 1)
+	have := map[string]int64{"A-1": 1}
+	for i, key := range []string{"u1", "u2"} {
+		p := orders.Placement{Order: order(key, orders.Item{SKU: "A-1", Quantity: 1}), Key: key, Hash: "h"}
+		if err := s.CommitUnguarded(ctx, p, have); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 0, Sold: 2, Stocked: 1})
+	if a := mustAudit(t, s); a.Consistent || a.Oversold != 1 {
+		t.Fatalf("audit %+v, want 1 oversold", a)
+	}
+	p := orders.Placement{Order: order("u3", orders.Item{SKU: "A-1", Quantity: 1}), Key: "u1", Hash: "h"}
+	if err := s.CommitUnguarded(ctx, p, have); !errors.Is(err, orders.ErrIdempotencyConflict) {
+		t.Fatalf("a recorded key: %v", err)
 	}
 }
 
@@ -232,7 +273,15 @@ func mustAudit(t *testing.T, s *gormstore.Store) orders.Audit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return orders.NewAudit(stocks)
+	recounts, err := s.Recount(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := orders.NewAudit(stocks, recounts)
+	if !a.Deep {
+		t.Fatal("a deep audit that is not")
+	}
+	return a
 }
 
 func testCommit(t *testing.T, kind string) {
@@ -250,7 +299,7 @@ func testCommit(t *testing.T, kind string) {
 		t.Fatalf("commit: %v %v; want 1 left", after, err)
 	}
 	recs, err := s.Outcomes(ctx, []string{"k1", "k3", "k9"})
-	if err != nil || len(recs) != 2 || recs["k1"].Outcome.OrderID != "b1" || !recs["k1"].Done ||
+	if err != nil || len(recs) != 2 || recs["k1"].Outcome.OrderID != "b1" ||
 		recs["k3"].Outcome.OrderID != "" || len(recs["k3"].Outcome.ShortSKUs) != 1 || recs["k3"].Hash != "h3" {
 		t.Fatalf("records %+v %v", recs, err)
 	}
@@ -268,10 +317,10 @@ func testCommit(t *testing.T, kind string) {
 	if !errors.Is(err, orders.ErrInsufficientStock) {
 		t.Fatalf("short batch: %v", err)
 	}
-	// A key recorded meanwhile refuses the batch whole, as ErrIdempotencyRunning.
+	// A key recorded meanwhile refuses the batch whole, as ErrIdempotencyConflict.
 	_, err = s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: order("b6", orders.Item{SKU: "A-1", Quantity: 1}), Key: "k1", Hash: "h1"}}},
 		orders.Fences{"A-1": 4})
-	if !errors.Is(err, orders.ErrIdempotencyRunning) {
+	if !errors.Is(err, orders.ErrIdempotencyConflict) {
 		t.Fatalf("a recorded key: %v", err)
 	}
 	// A stale token is refused; without fences (db-atomic) the guard alone decides.

@@ -14,11 +14,12 @@ var (
 	ErrInsufficientStock   = errors.New("insufficient stock")
 	ErrAlreadyCancelled    = errors.New("order already cancelled")
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with another request")
-	ErrIdempotencyRunning  = errors.New("a request with this idempotency key is still running")
+	ErrIdempotencyConflict = errors.New("idempotency key recorded by a concurrent request")
 	ErrBusy                = errors.New("the SKU lock could not be had in time")
 	ErrStaleFence          = errors.New("write refused: a newer lock holder has written")
 	ErrLeaseLost           = errors.New("the SKU lock was lost during the request")
 	ErrUnavailable         = errors.New("a backing service is unavailable")
+	ErrOverloaded          = errors.New("too many orders waiting for this SKU: try again")
 )
 
 // FieldError names one invalid field of a request.
@@ -55,3 +56,17 @@ func (e *InsufficientStockError) Error() string {
 
 // Is makes errors.Is(err, ErrInsufficientStock) true.
 func (e *InsufficientStockError) Is(target error) bool { return target == ErrInsufficientStock }
+
+// StaleFenceError is the store's refusal of a write whose fencing token is older
+// than the last one committed for SKU. It matches ErrStaleFence.
+type StaleFenceError struct {
+	SKU         string
+	Token, Last int64
+}
+
+func (e *StaleFenceError) Error() string {
+	return fmt.Sprintf("%s: sku %s, token %d, last committed %d", ErrStaleFence, e.SKU, e.Token, e.Last)
+}
+
+// Is makes errors.Is(err, ErrStaleFence) true.
+func (e *StaleFenceError) Is(target error) bool { return target == ErrStaleFence }

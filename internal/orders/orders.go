@@ -1,8 +1,7 @@
 // Package orders is stockguard's domain: orders, stock, the errors callers can act
-// on, and the order use case (check stock, decrement in the database, update the
-// cache, under the per-SKU locks). It imports no database, cache, lock or HTTP
-// package; it declares the small interfaces it needs (Store, Cache, Locker,
-// Observer) and the adapters in other packages implement them.
+// on, and the ports the use case needs (Store, Cache, Locker, Reserver, Observer).
+// It imports no database, cache, lock or HTTP package, and holds no use case:
+// that is package service; the adapters in other packages implement the ports.
 package orders
 
 import (
@@ -41,8 +40,23 @@ type Order struct {
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 }
 
-// Stock is what GET /v1/skus/{sku} shows: stocked is all stock ever added, sold
-// the quantity in live orders, and I1 says stocked - sold == available.
+// PlaceRequest is an order as a client sends it.
+type PlaceRequest struct {
+	Items          []Item
+	IdempotencyKey string
+}
+
+// Placed is the answer to a PlaceRequest: the order, and whether it is a replay of
+// an earlier request with the same idempotency key.
+type Placed struct {
+	Order    Order
+	Replayed bool
+}
+
+// Stock is what GET /v1/skus/{sku} shows, read from one row: stocked is all stock
+// ever added, sold the quantity in live orders, and I1 says stocked - sold ==
+// available. The three counters change together, in the statement that changes
+// the stock.
 type Stock struct {
 	SKU       string `json:"sku"`
 	Available int64  `json:"available"`
@@ -55,6 +69,9 @@ type SKUAudit struct {
 	Stock
 	Oversold   int64 `json:"oversold"`
 	Consistent bool  `json:"consistent"`
+	// Recounted is stocked and sold recomputed from the ledger and the order
+	// lines, in a deep audit only; Consistent then also says they match.
+	Recounted *Stock `json:"recounted,omitempty"`
 }
 
 // Audit is I1 checked for every SKU and in total.
@@ -62,16 +79,24 @@ type Audit struct {
 	SKUs       []SKUAudit `json:"skus"`
 	Oversold   int64      `json:"oversold"`
 	Consistent bool       `json:"consistent"`
+	Deep       bool       `json:"deep,omitempty"`
 }
 
-// NewAudit checks I1 on counts read from the store: per SKU, stocked - sold must
-// equal available and available must not be negative; oversold is what was sold
-// beyond what was ever stocked.
-func NewAudit(stocks []Stock) Audit {
-	a := Audit{SKUs: make([]SKUAudit, 0, len(stocks)), Consistent: true}
+// NewAudit checks I1 on the counters read from the store: per SKU, stocked -
+// sold must equal available and available must not be negative; oversold is what
+// was sold beyond what was ever stocked. With recounts (a deep audit: the same
+// numbers recomputed from the ledger and the order lines, by SKU) each SKU's
+// counters must also match their recount.
+func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
+	a := Audit{SKUs: make([]SKUAudit, 0, len(stocks)), Consistent: true, Deep: recounts != nil}
 	for _, s := range stocks {
 		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold-s.Stocked),
 			Consistent: s.Stocked-s.Sold == s.Available && s.Available >= 0}
+		if recounts != nil {
+			r := recounts[s.SKU]
+			sa.Recounted = &r
+			sa.Consistent = sa.Consistent && r.Stocked == s.Stocked && r.Sold == s.Sold
+		}
 		a.SKUs = append(a.SKUs, sa)
 		a.Oversold += sa.Oversold
 		a.Consistent = a.Consistent && sa.Consistent
@@ -81,5 +106,37 @@ func NewAudit(stocks []Stock) Audit {
 
 // Fences are the fencing tokens of one grant of the per-SKU locks, by SKU. The
 // store refuses a write whose token is older than the last it committed for that
-// SKU (I3).
+// SKU (I3). Nil means a write without tokens (a lock that issues none, or none).
 type Fences map[string]int64
+
+// Placement is one order on its way to the store, with its idempotency key and
+// request hash; for a refusal, Short names the SKUs that were short.
+type Placement struct {
+	Order Order
+	Key   string
+	Hash  string
+	Short []string
+}
+
+// Batch is what one Store.Commit writes in one transaction: orders placed, and
+// refusals recorded under their idempotency keys for replay.
+type Batch struct {
+	Placed  []Placement
+	Refused []Placement
+}
+
+// Record is a stored idempotency record: the hash of the request that made it,
+// its outcome, and when it was written (it is kept for a retention, then
+// forgotten).
+type Record struct {
+	Hash      string
+	Outcome   Outcome
+	CreatedAt time.Time
+}
+
+// Outcome is what an idempotency record replays: the order placed, or the SKUs
+// that were short.
+type Outcome struct {
+	OrderID   string   `json:"order_id,omitempty"`
+	ShortSKUs []string `json:"short_skus,omitempty"`
+}

@@ -1,4 +1,4 @@
-package orders_test
+package service_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
+	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
@@ -33,7 +34,8 @@ func (c *counts) CacheRepaired(string) { c.cacheRepaired.Add(1) }
 // replica is one process's worth of the service: its own database pool, Redis
 // pool and lock client.
 type replica struct {
-	svc   *orders.Service
+	svc   *service.Service
+	deps  service.Deps
 	store *gormstore.Store
 	cache *rediscache.Cache
 	obs   *counts
@@ -80,14 +82,15 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 		locker = w.locker(t)
 	}
 	r := &replica{store: gormstore.New(db, time.Now, 10*time.Second), cache: rediscache.NewCache(rdb, keys, time.Hour), obs: &counts{}}
-	deps := orders.Deps{Store: r.store, Cache: r.cache, Locker: locker, Observer: r.obs}
+	deps := service.Deps{Store: r.store, Cache: r.cache, Locker: locker, Observer: r.obs}
 	switch strategy {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, 5*time.Second, 20*time.Second)
 	case orders.StrategyRedisAtomic:
 		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
 	}
-	r.svc = orders.NewService(orders.Config{Strategy: strategy}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	r.deps = deps
+	r.svc = service.New(service.Config{Strategy: strategy}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 	return r
 }
 
@@ -175,7 +178,7 @@ func TestConcurrentOrdersNeverOversell(t *testing.T) {
 		for err := range errs {
 			t.Fatal(err)
 		}
-		audit, err := reps[0].svc.Audit(ctx)
+		audit, err := reps[0].svc.Audit(ctx, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,27 +340,6 @@ func TestCancelReturnsStockOnce(t *testing.T) {
 	})
 }
 
-func TestNormalizeMergesAndValidates(t *testing.T) {
-	got, err := orders.Normalize([]orders.Item{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 3}})
-	if err != nil || fmt.Sprint(got) != "[{A 2} {B 4}]" {
-		t.Fatalf("%v %v", got, err)
-	}
-	for _, items := range [][]orders.Item{
-		nil,
-		{{SKU: "", Quantity: 1}},
-		{{SKU: "A/1", Quantity: 1}},
-		{{SKU: "Ä", Quantity: 1}},
-		{{SKU: string(make([]byte, 65)), Quantity: 1}},
-		{{SKU: "A", Quantity: 0}},
-		{{SKU: "A", Quantity: 1001}},
-		make([]orders.Item, 51),
-	} {
-		if _, err := orders.Normalize(items); !errors.Is(err, orders.ErrInvalid) {
-			t.Errorf("%v: got %v, want ErrInvalid", items, err)
-		}
-	}
-}
-
 // gateLocker keeps every caller out of the lock until open is closed.
 type gateLocker struct {
 	open  <-chan struct{}
@@ -385,7 +367,7 @@ func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
 		// Nine orders queue while the lock is held elsewhere: seven with their own
 		// keys, one repeating the first key, and one whose client leaves first.
 		const queued = 9
-		orders.OnQueued(r.svc, func(n int) {
+		service.OnQueued(r.svc, func(n int) {
 			if n == queued {
 				close(open)
 			}
@@ -444,7 +426,7 @@ func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
 			t.Errorf("%d sales under %d fencing tokens; want 5 under one (one critical section)", sales, fences)
 		}
 		var left, records int64
-		db.Raw("SELECT COUNT(*) FROM orders o JOIN idempotency_records r ON r.order_id = o.id WHERE o.idempotency_key = 'left'").Scan(&left)
+		db.Raw("SELECT COUNT(*) FROM idempotency_records WHERE idem_key = 'left'").Scan(&left)
 		db.Raw("SELECT COUNT(*) FROM idempotency_records").Scan(&records)
 		if left != 0 || records != 7 {
 			t.Errorf("%d orders of the caller who left, %d idempotency records; want 0 and 7", left, records)
@@ -456,7 +438,7 @@ func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
 				t.Errorf("the batch took %d transactions; want 1", txs)
 			}
 		}
-		audit, err := r.svc.Audit(ctx)
+		audit, err := r.svc.Audit(ctx, true)
 		if err != nil || !audit.Consistent || audit.SKUs[0].Sold != 5 {
 			t.Errorf("audit %+v %v", audit, err)
 		}
@@ -494,8 +476,8 @@ func TestLockBatchAnswersWhatItCommittedAfterTheCallerGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := slowCommit{Store: base.store, began: make(chan struct{}, 1), release: make(chan struct{})}
-	svc := orders.NewService(orders.Config{Strategy: orders.StrategyLockBatch},
-		orders.Deps{Store: slow, Cache: base.cache, Locker: w.locker(t), Observer: &counts{}},
+	svc := service.New(service.Config{Strategy: orders.StrategyLockBatch},
+		service.Deps{Store: slow, Cache: base.cache, Locker: w.locker(t), Observer: &counts{}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 	caller, giveUp := context.WithCancel(ctx)
 	type answer struct {

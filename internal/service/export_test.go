@@ -1,4 +1,4 @@
-package orders
+package service
 
 // OnQueued calls f with the length of a lock-batch queue after each order joins
 // it, so that tests can wait for a batch to be complete before letting it run.

@@ -1,0 +1,71 @@
+package gormstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/testenv"
+)
+
+// A database of schema 1, with sales, a cancel and a claim left running by a
+// crashed replica, migrates to counters that match its history, no running
+// claim, and keys that can be used again.
+func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			db, err := gormstore.Open(testenv.NewDatabase(t, kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sqlDB, _ := db.DB()
+			t.Cleanup(func() { _ = sqlDB.Close() })
+			ctx := context.Background()
+			if _, err := gormstore.MigrateTo(ctx, db, 1); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			for _, q := range []string{
+				`INSERT INTO skus (sku, available, fence, updated_at) VALUES ('A-1', 6, 3, ?), ('B-2', 0, 1, ?)`,
+				`INSERT INTO stock_ledger (sku, delta, kind, fence, created_at) VALUES ('A-1', 10, 'restock', 1, ?), ('B-2', 2, 'restock', 1, ?)`,
+				`INSERT INTO orders (id, status, idempotency_key, created_at) VALUES ('o1', 'placed', 'k1', ?), ('o2', 'cancelled', NULL, ?)`,
+				`INSERT INTO order_lines (order_id, sku, quantity) VALUES ('o1', 'A-1', 4), ('o2', 'A-1', 1), ('o1', 'B-2', 2)`,
+				`INSERT INTO idempotency_records (idem_key, request_hash, state, claim, order_id, created_at, updated_at)
+				 VALUES ('k1', 'h1', 'done', 'o1', 'o1', ?, ?), ('k2', 'h2', 'running', 'x', NULL, ?, ?)`,
+			} {
+				args := make([]any, strings.Count(q, "?"))
+				for i := range args {
+					args[i] = now
+				}
+				if err := db.Exec(q, args...).Error; err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 1 {
+				t.Fatalf("migrate: %d applied, %v", n, err)
+			}
+			s := gormstore.New(db, time.Now, 10*time.Second)
+			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 6, Sold: 4, Stocked: 10})
+			wantStock(t, s, orders.Stock{SKU: "B-2", Available: 0, Sold: 2, Stocked: 2})
+			if a := mustAudit(t, s); !a.Consistent {
+				t.Fatalf("audit after the migration: %+v", a)
+			}
+			recs, err := s.Outcomes(ctx, []string{"k1", "k2"})
+			if err != nil || len(recs) != 1 || recs["k1"].Outcome.OrderID != "o1" {
+				t.Fatalf("records %+v %v: want k1 kept and the running k2 gone", recs, err)
+			}
+			// k2 is free, and an order's key is no longer unique on orders.
+			p := orders.Placement{Order: order("o3", orders.Item{SKU: "A-1", Quantity: 1}), Key: "k2", Hash: "h2"}
+			if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{p}}, orders.Fences{"A-1": 4}); err != nil {
+				t.Fatal(err)
+			}
+			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 5, Sold: 5, Stocked: 10})
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 0 {
+				t.Fatalf("second migrate: %d applied, %v", n, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,82 @@
+package orders
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the database: the source of truth for stock, orders, the ledger and
+// idempotency records. Writes that take Fences refuse a token older than the
+// last one committed for a SKU with a *StaleFenceError.
+type Store interface {
+	// Available returns the available stock of the SKUs that exist.
+	Available(ctx context.Context, skus []string) (map[string]int64, error)
+	// Commit writes a Batch in one transaction, all of it or nothing: per SKU one
+	// guarded decrement by the batch's total (fenced unless fences is nil), every
+	// order with its lines and ledger entries, and an idempotency record for every
+	// keyed placement and refusal. It returns the available stock after. It fails
+	// with an *InsufficientStockError when a total is short, a *StaleFenceError,
+	// and ErrIdempotencyConflict when one of the keys was recorded meanwhile.
+	Commit(ctx context.Context, b Batch, fences Fences) (map[string]int64, error)
+	// CommitUnguarded is the unsafe strategy's broken write: it sets each SKU's
+	// available stock to have minus the order, whatever it is now, and writes the
+	// order and its record like Commit.
+	CommitUnguarded(ctx context.Context, p Placement, have map[string]int64) error
+	// Outcomes returns the idempotency records of the keys that have one.
+	Outcomes(ctx context.Context, keys []string) (map[string]Record, error)
+	// Forget deletes the idempotency records of keys written before cutoff, and
+	// PurgeRecords up to limit of any key; it returns how many it deleted.
+	Forget(ctx context.Context, keys []string, cutoff time.Time) error
+	PurgeRecords(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// Cancel marks a placed order cancelled and returns its stock, in one
+	// transaction, and returns the order and the available stock after.
+	Cancel(ctx context.Context, id string, fences Fences, at time.Time) (Order, map[string]int64, error)
+	// Restock adds stock, creating the SKU if new, and returns what is available.
+	Restock(ctx context.Context, sku string, quantity, fence int64) (int64, error)
+	Order(ctx context.Context, id string) (Order, error)
+	// Stock reads one SKU's counters (one row); Stocks every SKU's, sorted.
+	Stock(ctx context.Context, sku string) (Stock, error)
+	Stocks(ctx context.Context) ([]Stock, error)
+	// Recount recomputes stocked and sold of every SKU from the ledger and the
+	// order lines: the deep audit's numbers, whose cost grows with history.
+	Recount(ctx context.Context) (map[string]Stock, error)
+}
+
+// Cache keeps available stock per SKU in Redis for the check before the write.
+// Only a lock holder writes it, and only after a commit. Writes are fenced like
+// the database's: a value written under an older token than the cached one is
+// dropped, so a holder that lost its lock cannot overwrite a newer value.
+type Cache interface {
+	Get(ctx context.Context, skus []string) (map[string]int64, error) // hits only
+	Set(ctx context.Context, available map[string]int64, fences Fences) error
+	Delete(ctx context.Context, skus []string) error
+}
+
+// Locker runs fn holding the per-SKU locks of skus, passing the fencing tokens
+// (nil for a lock that issues none). It returns ErrBusy when the locks cannot be
+// had in time and wraps ErrLeaseLost when a lock is lost while fn runs (fn's
+// context is then cancelled).
+type Locker interface {
+	WithLocks(ctx context.Context, skus []string, fn func(ctx context.Context, fences Fences) error) error
+}
+
+// Reserver is redis-atomic's gate: stock counters in Redis, checked and
+// decremented for every line of an order at once.
+type Reserver interface {
+	// Reserve decrements every line's counter when all of them suffice. It returns
+	// the SKUs whose counter is missing (nothing is decremented then), or else
+	// those short (nothing is decremented either).
+	Reserve(ctx context.Context, items []Item) (missing, short []string, err error)
+	// Seed sets the counters of SKUs that have none.
+	Seed(ctx context.Context, available map[string]int64) error
+	// Drop deletes counters, so that the next order seeds them from the database.
+	Drop(ctx context.Context, skus []string) error
+}
+
+// Observer counts what operators watch: refusals, fence rejections, cache repairs.
+type Observer interface {
+	OrderPlaced()
+	OrderRefused(reason string)
+	FenceRejected(sku string)
+	CacheRepaired(sku string)
+}

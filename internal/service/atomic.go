@@ -1,0 +1,127 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// The strategies that take no lock.
+
+// dbAtomic is db-atomic: the guarded decrement alone, one transaction an order.
+type dbAtomic struct{ s *Service }
+
+func (a dbAtomic) place(ctx context.Context, p orders.Placement) result {
+	if r, done := a.s.recorded(ctx, p); done {
+		return r
+	}
+	return a.s.commitOne(ctx, p, nil)
+}
+
+// redisAtomic is redis-atomic: a Lua check-and-decrement in Redis, then the
+// database write. The database stays the guard: a counter that says yes wrongly
+// (Redis restarted, a write of unknown outcome) only costs a refused commit,
+// after which the counter is dropped and seeded again from the database.
+type redisAtomic struct{ s *Service }
+
+func (a redisAtomic) place(ctx context.Context, p orders.Placement) result {
+	s := a.s
+	if r, done := s.recorded(ctx, p); done {
+		return r
+	}
+	skus := orders.SKUs(p.Order.Items)
+	short, err := s.reserve(ctx, p.Order.Items)
+	if err != nil {
+		// The script may have run: the counters are dropped, to be seeded again.
+		s.log.WarnContext(ctx, "reservation in Redis failed; the database decides alone", "err", err)
+		s.dropReservations(ctx, skus)
+		return s.commitOne(ctx, p, nil)
+	}
+	if len(short) > 0 {
+		// Refuse on the database's word: a counter may have drifted low.
+		have, err := s.store.Available(ctx, skus)
+		if err != nil {
+			return result{err: err}
+		}
+		if len(shortOf(p.Order.Items, have)) == 0 {
+			s.dropReservations(ctx, skus)
+			return s.commitOne(ctx, p, nil)
+		}
+		return s.refuse(ctx, p, short)
+	}
+	r := s.commitOne(ctx, p, nil)
+	if r.placed == nil {
+		// Reserved, but not placed by this request (refused, failed, or a replay
+		// of the same key's first request): the counters are off by this order.
+		s.dropReservations(ctx, skus)
+	}
+	return r
+}
+
+// reserve runs the Lua gate, seeding missing counters from the database once.
+func (s *Service) reserve(ctx context.Context, items []orders.Item) ([]string, error) {
+	for range 2 {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+		missing, short, err := s.reserver.Reserve(rctx, items)
+		cancel()
+		if err != nil || len(missing) == 0 {
+			return short, err
+		}
+		available, err := s.store.Available(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, sku := range missing {
+			if _, ok := available[sku]; !ok {
+				available[sku] = 0 // an unknown SKU: nothing to sell
+			}
+		}
+		rctx, cancel = context.WithTimeout(ctx, s.cfg.OpTimeout)
+		err = s.reserver.Seed(rctx, available)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("reservation counters vanished twice")
+}
+
+// unsafeRMW is unsafe, the control group: read the stock, wait, write back what
+// was read minus the order, with no lock and no guard. Two buyers who read the
+// same stock both succeed. The wait (Config.UnsafeWindow) widens the window
+// between the read and the write on purpose, so that the demo shows the
+// oversell every time instead of when the race happens to be won.
+type unsafeRMW struct{ s *Service }
+
+func (u unsafeRMW) place(ctx context.Context, p orders.Placement) result {
+	s := u.s
+	if r, done := s.recorded(ctx, p); done {
+		return r
+	}
+	have, err := s.store.Available(ctx, orders.SKUs(p.Order.Items))
+	if err != nil {
+		return result{err: err}
+	}
+	if short := shortOf(p.Order.Items, have); len(short) > 0 {
+		return s.refuse(ctx, p, short)
+	}
+	t := time.NewTimer(s.cfg.UnsafeWindow)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return result{err: context.Cause(ctx)}
+	}
+	err = s.store.CommitUnguarded(ctx, p, have)
+	if errors.Is(err, orders.ErrIdempotencyConflict) {
+		if r, done := s.recorded(ctx, p); done {
+			return r
+		}
+	}
+	if err != nil {
+		return result{err: err}
+	}
+	return result{placed: &p.Order}
+}

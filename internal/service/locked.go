@@ -1,0 +1,217 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stockguard/stockguard/internal/batch"
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// The strategies that hold the per-SKU locks: lock and lock-polling serve one
+// order per critical section; lock-batch serves, in one critical section and
+// one transaction, every order for the same SKU set that queued on this replica
+// while the locks were held elsewhere. All three decide, commit and repair the
+// same way (serve).
+
+// lockEach is lock and lock-polling: one order per critical section, in the
+// caller's goroutine.
+type lockEach struct{ s *Service }
+
+func (l lockEach) place(ctx context.Context, p orders.Placement) result {
+	rs, err := l.s.locked(ctx, orders.SKUs(p.Order.Items), func() []orders.Placement { return []orders.Placement{p} })
+	if err != nil {
+		return result{err: err}
+	}
+	return rs[0]
+}
+
+// lockBatch is lock-batch: orders queue per SKU set (package batch), and the
+// queue's leader serves them under the locks.
+type lockBatch struct {
+	s *Service
+	q *batch.Queue[orders.Placement, result]
+}
+
+func newLockBatch(s *Service) lockBatch {
+	lead := func(ctx context.Context, key string, take func() []orders.Placement) ([]result, error) {
+		return s.locked(ctx, strings.Split(key, "\x00"), take)
+	}
+	q := batch.New(batch.Config{MaxBatch: s.cfg.MaxBatch, MaxQueue: s.cfg.MaxQueue, Timeout: s.cfg.BatchTimeout, Logger: s.log,
+		OnQueue: func(_ string, n int) {
+			if s.onQueued != nil {
+				s.onQueued(n)
+			}
+		}}, lead)
+	return lockBatch{s: s, q: q}
+}
+
+func (l lockBatch) place(ctx context.Context, p orders.Placement) result {
+	r, err := l.q.Do(ctx, strings.Join(orders.SKUs(p.Order.Items), "\x00"), p)
+	switch {
+	case errors.Is(err, batch.ErrFull), errors.Is(err, batch.ErrNoTime):
+		return result{err: fmt.Errorf("%w: %w", orders.ErrOverloaded, err)}
+	case err != nil:
+		return result{err: fmt.Errorf("waiting for a batch: %w", err)}
+	}
+	return r
+}
+
+// locked takes the locks of skus, then the placements to serve (take is called
+// once, with the locks held), and serves them. A result cut short by the end of
+// the critical section (a lost lease, say) gets the reason, not "cancelled".
+func (s *Service) locked(ctx context.Context, skus []string, take func() []orders.Placement) ([]result, error) {
+	var rs []result
+	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, fences orders.Fences) error {
+		if ps := take(); len(ps) > 0 {
+			rs = s.serve(ctx, ps, fences)
+		}
+		return context.Cause(ctx) // a lease lost meanwhile, for WithLocks to name
+	})
+	if err == nil || rs == nil {
+		return rs, err
+	}
+	for i := range rs {
+		if errors.Is(rs[i].err, context.Canceled) || errors.Is(rs[i].err, context.DeadlineExceeded) {
+			rs[i].err = err
+		}
+	}
+	return rs, nil
+}
+
+// serve decides, commits and answers placements for one SKU set under its
+// locks: replays and repeated keys first, then each order in arrival order
+// against the stock left by those before it, then one commit, then the cache.
+func (s *Service) serve(ctx context.Context, ps []orders.Placement, fences orders.Fences) []result {
+	rs := make([]result, len(ps))
+	live, dupOf, err := s.dedupe(ctx, ps, rs)
+	if err == nil && len(live) > 0 {
+		err = s.decideAndCommit(ctx, ps, live, fences, rs)
+	}
+	for i, j := range dupOf {
+		rs[i] = replayOf(rs[j], ps[i].Hash, ps[j].Hash)
+	}
+	if err == nil {
+		err = errors.New("batch: no answer for an order") // a bug, answered rather than hidden
+	}
+	for i := range rs {
+		if rs[i] == (result{}) {
+			rs[i] = result{err: err}
+		}
+	}
+	return rs
+}
+
+// decideAndCommit decides the live placements against the stock, commits them,
+// and repairs the cache: the stock is read from the cache (the database for what
+// it misses), and a refusal or a commit the database refuses is decided again
+// on the database's numbers, never on the cache's word alone (I4).
+func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, live []int, fences orders.Fences, rs []result) error {
+	skus := orders.SKUs(ps[live[0]].Order.Items)
+	st, err := s.readStock(ctx, skus)
+	if err != nil {
+		return err
+	}
+	d := decide(ps, live, st.available)
+	if len(d.short) > 0 && !st.fromDB {
+		if err := s.reload(ctx, &st); err != nil {
+			return err
+		}
+		d = decide(ps, live, st.available)
+	}
+	after, err := s.commit(ctx, ps, d, fences)
+	if errors.Is(err, orders.ErrInsufficientStock) && !st.fromDB { // the cache was wrong
+		if err := s.reload(ctx, &st); err != nil {
+			return err
+		}
+		d = decide(ps, live, st.available)
+		after, err = s.commit(ctx, ps, d, fences)
+	}
+	switch {
+	case err == nil:
+		s.setCache(ctx, orElse(after, st.loaded), fences) // nothing written: cache what was read
+		d.answer(ps, rs)
+		return nil
+	case errors.Is(err, orders.ErrIdempotencyConflict): // a key recorded by another request meanwhile: one by one
+		s.deleteCache(ctx, skus)
+		for _, i := range live {
+			rs[i] = s.commitOne(ctx, ps[i], fences)
+		}
+		return nil
+	}
+	s.afterFailure(ctx, skus, err)
+	return err
+}
+
+// decision is which placements of a batch go through, and what the others lacked.
+type decision struct {
+	placed []int
+	short  map[int][]string
+}
+
+// decide takes the live placements in arrival order against available.
+func decide(ps []orders.Placement, live []int, available map[string]int64) decision {
+	left := make(map[string]int64, len(available))
+	for k, v := range available {
+		left[k] = v
+	}
+	d := decision{short: map[int][]string{}}
+	for _, i := range live {
+		items := ps[i].Order.Items
+		if short := shortOf(items, left); len(short) > 0 {
+			d.short[i] = short
+			continue
+		}
+		for _, it := range items {
+			left[it.SKU] -= int64(it.Quantity)
+		}
+		d.placed = append(d.placed, i)
+	}
+	return d
+}
+
+func (d decision) answer(ps []orders.Placement, rs []result) {
+	for _, i := range d.placed {
+		rs[i] = result{placed: &ps[i].Order}
+	}
+	for i, short := range d.short {
+		rs[i] = result{err: &orders.InsufficientStockError{SKUs: short}}
+	}
+}
+
+// commit writes a decision: the orders placed, and the refusals under their keys.
+func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision, fences orders.Fences) (map[string]int64, error) {
+	var b orders.Batch
+	for _, i := range d.placed {
+		b.Placed = append(b.Placed, ps[i])
+	}
+	for i, short := range d.short {
+		if p := ps[i]; p.Key != "" {
+			p.Short = short
+			b.Refused = append(b.Refused, p)
+		}
+	}
+	if len(b.Placed)+len(b.Refused) == 0 {
+		return nil, nil
+	}
+	return s.store.Commit(ctx, b, fences)
+}
+
+func shortOf(items []orders.Item, available map[string]int64) []string {
+	var short []string
+	for _, it := range items {
+		if available[it.SKU] < int64(it.Quantity) {
+			short = append(short, it.SKU)
+		}
+	}
+	return short
+}
+
+func orElse(a, b map[string]int64) map[string]int64 {
+	if a != nil {
+		return a
+	}
+	return b
+}

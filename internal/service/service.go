@@ -1,0 +1,295 @@
+// Package service is stockguard's order use case: check the stock, decrement it
+// in the database and update the cache, under the per-SKU locks, with one
+// idempotency protocol for every strategy (the record is written in the order's
+// own transaction). It imports the domain (package orders) and the batching
+// engine (package batch), and no database, cache, lock or HTTP package.
+//
+// An order's path: Place (this file) hands it to the strategy chosen in New;
+// lock-batch queues it (locked.go, on package batch), and a leader serves the
+// queue under the locks: decide, commit, repair (locked.go), Store.Commit.
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBatch     = 128
+	DefaultMaxQueue     = 4 * DefaultMaxBatch // a few leads' worth: a longer wait is better spent retrying
+	DefaultBatchTimeout = 10 * time.Second
+	DefaultRetention    = 24 * time.Hour
+	DefaultUnsafeWindow = 20 * time.Millisecond
+)
+
+// Config tunes a Service.
+type Config struct {
+	Strategy orders.Strategy
+	// OpTimeout bounds each cache call, so that a slow Redis degrades to the database.
+	OpTimeout time.Duration
+	// MaxBatch is the most orders lock-batch serves in one critical section, and
+	// MaxQueue the most that may wait for one SKU set on a replica (more are
+	// refused at once with orders.ErrOverloaded).
+	MaxBatch, MaxQueue int
+	// BatchTimeout bounds one critical section of lock-batch, the lock wait included.
+	BatchTimeout time.Duration
+	// Retention is how long an idempotency record is kept: a request that repeats
+	// a key after it is a new order.
+	Retention time.Duration
+	// UnsafeWindow is how long the unsafe strategy waits between reading the stock
+	// and writing it back: widened on purpose, so that the control group of the
+	// demo oversells every time rather than when it wins a race.
+	UnsafeWindow time.Duration
+}
+
+// Deps are what a Service runs on. Reserver is needed by redis-atomic only.
+type Deps struct {
+	Store    orders.Store
+	Cache    orders.Cache
+	Locker   orders.Locker
+	Reserver orders.Reserver
+	Observer orders.Observer
+}
+
+// Service is the order use case.
+type Service struct {
+	cfg      Config
+	store    orders.Store
+	cache    orders.Cache
+	locker   orders.Locker
+	reserver orders.Reserver
+	obs      orders.Observer
+	log      *slog.Logger
+	now      func() time.Time
+	placer   placer
+	// cached says whether orders keep the cache up to date; for the strategies
+	// whose orders do not, other writes delete entries rather than set them.
+	cached bool
+	// onQueued is told the length of a lock-batch queue after each order joins
+	// it (tests only: set before the first order).
+	onQueued func(n int)
+}
+
+// placer is a strategy: how one order is serialized and written. It is chosen
+// once, in New.
+type placer interface {
+	place(ctx context.Context, p orders.Placement) result
+}
+
+// result is the answer to one placement: the order placed, an outcome to
+// replay, or an error.
+type result struct {
+	placed *orders.Order
+	replay *orders.Outcome
+	err    error
+}
+
+// New returns the use case on its dependencies. now is the clock (time.Now
+// outside tests).
+func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
+	cfg = withDefaults(cfg)
+	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, reserver: d.Reserver, obs: d.Observer,
+		log: log, now: now}
+	switch cfg.Strategy {
+	case orders.StrategyLockBatch:
+		s.placer, s.cached = newLockBatch(s), true
+	case orders.StrategyLock:
+		s.placer, s.cached = lockEach{s}, true
+	case orders.StrategyLockPolling: // lock with a lock that issues no tokens: it deletes entries, never sets them
+		s.placer = lockEach{s}
+	case orders.StrategyDBAtomic:
+		s.placer = dbAtomic{s}
+	case orders.StrategyRedisAtomic:
+		s.placer = redisAtomic{s}
+	case orders.StrategyUnsafe:
+		s.placer = unsafeRMW{s}
+	default:
+		panic(fmt.Sprintf("service: unknown strategy %q", cfg.Strategy))
+	}
+	return s
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Strategy == "" {
+		cfg.Strategy = orders.DefaultStrategy
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.BatchTimeout <= 0 {
+		cfg.BatchTimeout = DefaultBatchTimeout
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.UnsafeWindow <= 0 {
+		cfg.UnsafeWindow = DefaultUnsafeWindow
+	}
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = time.Second
+	}
+	return cfg
+}
+
+// Place places an order: all of it or nothing.
+func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error) {
+	items, err := orders.Normalize(req.Items)
+	if err != nil {
+		return orders.Placed{}, err
+	}
+	now := s.now()
+	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
+	r := s.placer.place(ctx, orders.Placement{Order: o, Key: req.IdempotencyKey, Hash: hashItems(items)})
+	switch {
+	case r.err != nil:
+		s.obs.OrderRefused(reason(r.err))
+		return orders.Placed{}, r.err
+	case r.replay != nil:
+		return s.replay(ctx, *r.replay)
+	}
+	s.obs.OrderPlaced()
+	return orders.Placed{Order: *r.placed}, nil
+}
+
+// Cancel cancels a placed order and returns its stock, under the same locks.
+func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
+	o, err := s.store.Order(ctx, id)
+	if err != nil {
+		return orders.Order{}, err
+	}
+	if o.Status == orders.StatusCancelled {
+		return orders.Order{}, orders.ErrAlreadyCancelled
+	}
+	skus := orders.SKUs(o.Items)
+	var out orders.Order
+	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, fences orders.Fences) error {
+		cancelled, after, err := s.store.Cancel(ctx, id, fences, s.now().UTC())
+		if err != nil {
+			s.afterFailure(ctx, skus, err)
+			return err
+		}
+		s.setCache(ctx, after, fences)
+		s.dropReservations(ctx, skus)
+		out = cancelled
+		return nil
+	})
+	return out, err
+}
+
+// Restock adds quantity units of sku, creating it if new, under its lock.
+func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, error) {
+	var errs []orders.FieldError
+	if !orders.ValidSKU(sku) {
+		errs = append(errs, orders.FieldError{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"})
+	}
+	if quantity < 1 || quantity > orders.MaxRestock {
+		errs = append(errs, orders.FieldError{Field: "quantity", Message: fmt.Sprintf("must be between 1 and %d", orders.MaxRestock)})
+	}
+	if len(errs) > 0 {
+		return orders.Stock{}, &orders.ValidationError{Fields: errs}
+	}
+	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, fences orders.Fences) error {
+		available, err := s.store.Restock(ctx, sku, quantity, fences[sku])
+		if err != nil {
+			s.afterFailure(ctx, []string{sku}, err)
+			return err
+		}
+		s.setCache(ctx, map[string]int64{sku: available}, fences)
+		s.dropReservations(ctx, []string{sku})
+		return nil
+	})
+	if err != nil {
+		return orders.Stock{}, err
+	}
+	return s.store.Stock(ctx, sku)
+}
+
+// Order returns one order.
+func (s *Service) Order(ctx context.Context, id string) (orders.Order, error) {
+	return s.store.Order(ctx, id)
+}
+
+// Stock returns one SKU's stock: one row read, whatever its history.
+func (s *Service) Stock(ctx context.Context, sku string) (orders.Stock, error) {
+	if !orders.ValidSKU(sku) {
+		return orders.Stock{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"}}}
+	}
+	return s.store.Stock(ctx, sku)
+}
+
+// Audit checks I1 for every SKU on its counters; a deep audit also recomputes
+// the counters from the ledger and the order lines, at a cost that grows with
+// history.
+func (s *Service) Audit(ctx context.Context, deep bool) (orders.Audit, error) {
+	stocks, err := s.store.Stocks(ctx)
+	if err != nil {
+		return orders.Audit{}, err
+	}
+	var recounts map[string]orders.Stock
+	if deep {
+		if recounts, err = s.store.Recount(ctx); err != nil {
+			return orders.Audit{}, err
+		}
+	}
+	return orders.NewAudit(stocks, recounts), nil
+}
+
+func (s *Service) replay(ctx context.Context, o orders.Outcome) (orders.Placed, error) {
+	if len(o.ShortSKUs) > 0 {
+		return orders.Placed{}, &orders.InsufficientStockError{SKUs: o.ShortSKUs}
+	}
+	order, err := s.store.Order(ctx, o.OrderID)
+	if err != nil {
+		return orders.Placed{}, fmt.Errorf("replay: %w", err)
+	}
+	return orders.Placed{Order: order, Replayed: true}, nil
+}
+
+func hashItems(items []orders.Item) string {
+	h := sha256.New()
+	for _, it := range items {
+		h.Write([]byte(it.SKU))
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.Itoa(it.Quantity)))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// newID returns a sortable, unique order id: the time in milliseconds and 64
+// random bits.
+func newID(now time.Time) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return strconv.FormatInt(now.UnixMilli(), 36) + "-" + hex.EncodeToString(b)
+}
+
+func reason(err error) string {
+	switch {
+	case errors.Is(err, orders.ErrInsufficientStock):
+		return "insufficient_stock"
+	case errors.Is(err, orders.ErrBusy):
+		return "busy"
+	case errors.Is(err, orders.ErrOverloaded):
+		return "overloaded"
+	case errors.Is(err, orders.ErrStaleFence):
+		return "stale_fence"
+	case errors.Is(err, orders.ErrLeaseLost):
+		return "lease_lost"
+	default:
+		return "error"
+	}
+}
