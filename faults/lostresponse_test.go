@@ -178,8 +178,9 @@ func (p *retrier) check(ctx context.Context) string {
 				t.Errorf("%s: an attempt got %d %s, the retry %d %s", o.key, a.status, a.id, o.final.status, o.final.id)
 			}
 		}
-		var ids []string
-		if err := p.c.gdb.WithContext(ctx).Table("orders").Where("idempotency_key = ?", o.key).Pluck("id", &ids).Error; err != nil {
+		var ids []string // the order the key's record names: one record per key, written with its order
+		if err := p.c.gdb.WithContext(ctx).Table("idempotency_records").Where("idem_key = ? AND order_id IS NOT NULL", o.key).
+			Pluck("order_id", &ids).Error; err != nil {
 			t.Fatal(err)
 		}
 		switch {
@@ -199,6 +200,16 @@ func (p *retrier) check(ctx context.Context) string {
 	}
 	if created > p.stock {
 		t.Errorf("I1: %d units of %s sold, %d stocked", created, p.sku, p.stock)
+	}
+	// Every order of the SKU is one a key's record names: a second order made by a
+	// retry would have none.
+	var all int64
+	if err := p.c.gdb.WithContext(ctx).Raw("SELECT COUNT(DISTINCT order_id) FROM order_lines WHERE sku = ?", p.sku).Scan(&all).Error; err != nil {
+		t.Fatal(err)
+	}
+	if all != int64(created) {
+		duplicates += int(all) - created
+		t.Errorf("I2: %d orders of %s in the database, %d keys answered 201", all, p.sku, created)
 	}
 	if dropped == 0 && len(p.orders) >= len(retryWays) {
 		t.Errorf("no answer was dropped after the service sent it: the fault did not happen")

@@ -179,7 +179,7 @@ func (c *cluster) verify(r *result, s loadSummary) {
 
 	// I1 through the API.
 	var audit orders.Audit
-	status, b, err := get(ctx, c.lb.url+"/v1/audit", map[string]string{"Authorization": "Bearer " + adminToken})
+	status, b, err := get(ctx, c.lb.url+"/v1/audit?deep=true", map[string]string{"Authorization": "Bearer " + adminToken})
 	if err != nil || status != http.StatusOK || json.Unmarshal(b, &audit) != nil {
 		t.Fatalf("GET /v1/audit: %d %v %s", status, err, b)
 	}
@@ -196,13 +196,18 @@ func (c *cluster) verify(r *result, s loadSummary) {
 	c.lb.mu.Unlock()
 	missing := c.missingFromAPI(ctx, ids)
 
-	// I1 and I2 in the database.
+	// I1 and I2 in the database: the counters, and the counters against the
+	// history (the deep audit).
 	store := gormstore.New(c.gdb, time.Now, time.Minute)
 	stocks, err := store.Stocks(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := orders.NewAudit(stocks); !a.Consistent || a.Oversold != 0 {
+	recounts, err := store.Recount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := orders.NewAudit(stocks, recounts); !a.Consistent || a.Oversold != 0 {
 		r.Oversold = max(r.Oversold, a.Oversold, 1)
 		t.Errorf("database audit: %+v", a)
 	}

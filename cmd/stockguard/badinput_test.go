@@ -288,7 +288,7 @@ func takeSnapshot(ctx context.Context, t *testing.T, db *gorm.DB) snapshot {
 		Kind    string
 		OrderID *string
 	}
-	var idem []struct{ IdemKey, State string }
+	var idem []struct{ IdemKey, OrderID string }
 	for _, q := range []struct {
 		sql  string
 		into any
@@ -297,7 +297,7 @@ func takeSnapshot(ctx context.Context, t *testing.T, db *gorm.DB) snapshot {
 		{"SELECT id, status FROM orders", &orders},
 		{"SELECT order_id, sku, quantity FROM order_lines", &lines},
 		{"SELECT sku, delta, kind, order_id FROM stock_ledger ORDER BY id", &ledger},
-		{"SELECT idem_key, state FROM idempotency_records", &idem},
+		{"SELECT idem_key, COALESCE(order_id, '') AS order_id FROM idempotency_records", &idem},
 	} {
 		if err := db.Raw(q.sql).Scan(q.into).Error; err != nil {
 			t.Fatalf("%s: %v", q.sql, err)
@@ -320,7 +320,7 @@ func takeSnapshot(ctx context.Context, t *testing.T, db *gorm.DB) snapshot {
 		s.ledger = append(s.ledger, fmt.Sprintf("%s %d %s%s", r.SKU, r.Delta, r.Kind, id))
 	}
 	for _, r := range idem {
-		s.idempotency = append(s.idempotency, r.IdemKey+" "+r.State)
+		s.idempotency = append(s.idempotency, r.IdemKey+" "+r.OrderID)
 	}
 	slices.Sort(s.lines)
 	slices.Sort(s.idempotency)

@@ -12,27 +12,31 @@ import (
 
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/service"
 )
 
 type serveConfig struct {
-	addr              string
-	databaseURL       string
-	redisURL          string
-	adminToken        string
-	strategy          string
-	allowOversell     bool
-	lockTTL           time.Duration
-	lockWait          time.Duration
-	requestTimeout    time.Duration
-	shutdownTimeout   time.Duration
-	readHeaderTimeout time.Duration
-	readTimeout       time.Duration
-	maxBatch          int
-	dbMaxConns        int
-	pprofAddr         string
-	namespace         string
-	logLevel          string
-	logFormat         string
+	addr                 string
+	databaseURL          string
+	redisURL             string
+	adminToken           string
+	strategy             string
+	allowOversell        bool
+	lockTTL              time.Duration
+	lockWait             time.Duration
+	requestTimeout       time.Duration
+	shutdownTimeout      time.Duration
+	readHeaderTimeout    time.Duration
+	readTimeout          time.Duration
+	maxBatch             int
+	maxQueue             int
+	unsafeWindow         time.Duration
+	idempotencyRetention time.Duration
+	dbMaxConns           int
+	pprofAddr            string
+	namespace            string
+	logLevel             string
+	logFormat            string
 }
 
 type migrateConfig struct {
@@ -141,7 +145,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
 	e.integer(&c.dbMaxConns, "db-max-conns", "STOCKGUARD_DB_MAX_CONNS", gormstore.DefaultMaxConns, "most database connections of this replica (PostgreSQL, MySQL)")
-	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", orders.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
+	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", service.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
+	e.integer(&c.maxQueue, "max-queue", "STOCKGUARD_MAX_QUEUE", service.DefaultMaxQueue, "most lock-batch orders that may wait for one SKU set on this replica; more are refused at once (503 overloaded, Retry-After)")
+	e.duration(&c.idempotencyRetention, "idempotency-retention", "STOCKGUARD_IDEMPOTENCY_RETENTION", service.DefaultRetention, "how long an Idempotency-Key's answer is kept; a request repeating the key after it is a new order")
+	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
@@ -157,17 +164,22 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	case s == orders.StrategyUnsafe && !c.allowOversell:
 		return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
 	}
-	if c.maxBatch < 1 || c.dbMaxConns < 1 {
-		return c, errors.New("max-batch and db-max-conns must be at least 1")
+	if c.maxBatch < 1 || c.maxQueue < 1 || c.dbMaxConns < 1 {
+		return c, errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
-	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 {
-		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout and read-timeout must be positive")
+	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
+		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 {
+		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention and unsafe-window must be positive")
 	}
 	if c.shutdownTimeout < c.requestTimeout {
 		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
 	}
 	return c, nil
 }
+
+// batchTimeout bounds one lock-batch critical section, the lock wait included:
+// a request's deadline.
+func (c serveConfig) batchTimeout() time.Duration { return c.requestTimeout }
 
 func strategyList() string {
 	names := make([]string, len(orders.Strategies))

@@ -1,5 +1,5 @@
-// Command stockguard runs one order-service replica (serve) or applies the
-// database schema (migrate). Run "stockguard serve --help" for the settings; each
+// Command stockguard runs one order-service replica (serve), applies the
+// database schema (migrate) or audits the database in depth (audit). Run "stockguard serve --help" for the settings; each
 // flag also reads an environment variable.
 package main
 
@@ -29,6 +29,7 @@ const usage = `stockguard: an inventory-reservation service that never oversells
 Usage:
   stockguard serve [flags]     run one replica
   stockguard migrate [flags]   apply the database schema and exit
+  stockguard audit [flags]     check I1 in depth in the database (counters against the history) and exit
   stockguard healthcheck       exit 0 when the local replica is ready (for container health checks)
 
 Run "stockguard <command> --help" for the flags of a command.
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return migrate(ctx, cfg, stderr)
+	case "audit":
+		return audit(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, args[1:], getenv, stderr)
 	case "help", "-h", "--help":

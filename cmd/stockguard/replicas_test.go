@@ -310,7 +310,11 @@ func TestReplicasNeverOversell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := orders.NewAudit(stocks); !a.Consistent || a.Oversold != 0 {
+	recounts, err := store.Recount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := orders.NewAudit(stocks, recounts); !a.Consistent || a.Oversold != 0 {
 		t.Fatalf("database audit: %+v", a)
 	}
 	for id := range res.orderIDs {

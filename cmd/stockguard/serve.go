@@ -23,6 +23,7 @@ import (
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
+	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
@@ -70,18 +71,16 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	defer func() { _ = locks.Close() }()
 
 	store := gormstore.New(db, time.Now, cfg.requestTimeout)
-	// A claim on an Idempotency-Key may be taken over only once no request could
-	// still be running under it.
-	stale := max(time.Minute, 2*(cfg.requestTimeout+cfg.lockTTL))
-	deps := orders.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks), Observer: obs}
+	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks), Observer: obs}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
 	case orders.StrategyRedisAtomic:
 		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
 	}
-	svc := orders.NewService(orders.Config{Strategy: orders.Strategy(cfg.strategy), IdempotencyStale: stale,
-		MaxBatch: cfg.maxBatch, BatchTimeout: cfg.requestTimeout}, deps, log, time.Now)
+	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
+		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow}, deps, log, time.Now)
+	go svc.RunPurge(ctx, purgeEvery(cfg.idempotencyRetention))
 	ready := func(ctx context.Context) error {
 		return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
 	}
@@ -125,6 +124,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	return nil
 }
 
+// The handler's Orders is the use case.
+var _ httpapi.Orders = (*service.Service)(nil)
+
+// purgeEvery is how often a replica purges expired idempotency records: often
+// enough that the table holds little more than the retention's worth.
+func purgeEvery(retention time.Duration) time.Duration {
+	return min(max(retention/24, time.Second), 10*time.Minute)
+}
+
 // servePprof serves Go's profiles on their own address, apart from the API, so
 // that a replica under load can be profiled where it runs.
 func servePprof(ctx context.Context, addr string, log *slog.Logger) (func(), error) {
@@ -152,10 +160,13 @@ func newHTTPServer(cfg serveConfig, handler http.Handler, log *slog.Logger) *htt
 		Handler:           handler,
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       cfg.readTimeout,
-		WriteTimeout:      cfg.requestTimeout + 5*time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A lock-batch order taken into a batch just before its request's deadline
+		// waits for the batch's answer (it may be committing): the answer must not
+		// be cut off.
+		WriteTimeout:   cfg.requestTimeout + cfg.batchTimeout() + 5*time.Second,
+		IdleTimeout:    60 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 

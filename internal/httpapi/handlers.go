@@ -137,7 +137,12 @@ func (s *server) restock(c *gin.Context) {
 }
 
 func (s *server) audit(c *gin.Context) {
-	a, err := s.orders.Audit(c.Request.Context())
+	deep, err := strconv.ParseBool(c.DefaultQuery("deep", "false"))
+	if err != nil {
+		s.problem(c, &orders.ValidationError{Fields: []orders.FieldError{{Field: "deep", Message: "must be true or false"}}})
+		return
+	}
+	a, err := s.orders.Audit(c.Request.Context(), deep)
 	if err != nil {
 		s.problem(c, err)
 		return

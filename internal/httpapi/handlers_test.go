@@ -98,7 +98,8 @@ func TestPlaceOrderAnswers(t *testing.T) {
 				}
 			}},
 		{name: "idempotency key reused", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyMismatch, wantStatus: 422},
-		{name: "idempotency key running", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyRunning, wantStatus: 409},
+		{name: "idempotency key conflict", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyConflict, wantStatus: 409},
+		{name: "overloaded", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrOverloaded, wantStatus: 503},
 		{name: "backend down", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: errors.Join(orders.ErrUnavailable, errors.New("dial tcp 10.0.0.1:5432")),
 			wantStatus: 503, check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if strings.Contains(w.Body.String(), "10.0.0.1") {
@@ -166,7 +167,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 			m := mocks.NewOrders(t)
 			if tc.want == 200 {
 				m.EXPECT().Restock(mock.Anything, "A-1", int64(5)).Return(orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}, nil).Once()
-				m.EXPECT().Audit(mock.Anything).Return(orders.Audit{Consistent: true}, nil).Once()
+				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{Consistent: true}, nil).Once()
 			}
 			h := newHandler(t, m)
 			hdr := map[string]string{}
@@ -194,7 +195,7 @@ func TestReadRoutesAndFallbacks(t *testing.T) {
 	m.EXPECT().Order(mock.Anything, "nope").Return(orders.Order{}, orders.ErrNotFound).Once()
 	m.EXPECT().Cancel(mock.Anything, "o1").Return(orders.Order{}, orders.ErrAlreadyCancelled).Once()
 	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5}, nil).Once()
-	m.EXPECT().Audit(mock.Anything).RunAndReturn(func(context.Context) (orders.Audit, error) { panic("kaboom") }).Maybe()
+	m.EXPECT().Audit(mock.Anything, false).RunAndReturn(func(context.Context, bool) (orders.Audit, error) { panic("kaboom") }).Maybe()
 	h := newHandler(t, m)
 	for _, tc := range []struct {
 		c    call

@@ -16,17 +16,16 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Orders is the use case the handlers call (implemented by *orders.Service).
+// Orders is the use case the handlers call (implemented by *service.Service;
+// cmd/stockguard asserts it).
 type Orders interface {
 	Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error)
 	Order(ctx context.Context, id string) (orders.Order, error)
 	Cancel(ctx context.Context, id string) (orders.Order, error)
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
 	Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, error)
-	Audit(ctx context.Context) (orders.Audit, error)
+	Audit(ctx context.Context, deep bool) (orders.Audit, error)
 }
-
-var _ Orders = (*orders.Service)(nil)
 
 // Config tunes the HTTP layer.
 type Config struct {

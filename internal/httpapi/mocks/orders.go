@@ -39,8 +39,8 @@ func (_m *Orders) EXPECT() *Orders_Expecter {
 }
 
 // Audit provides a mock function for the type Orders
-func (_mock *Orders) Audit(ctx context.Context) (orders.Audit, error) {
-	ret := _mock.Called(ctx)
+func (_mock *Orders) Audit(ctx context.Context, deep bool) (orders.Audit, error) {
+	ret := _mock.Called(ctx, deep)
 
 	if len(ret) == 0 {
 		panic("no return value specified for Audit")
@@ -48,16 +48,16 @@ func (_mock *Orders) Audit(ctx context.Context) (orders.Audit, error) {
 
 	var r0 orders.Audit
 	var r1 error
-	if returnFunc, ok := ret.Get(0).(func(context.Context) (orders.Audit, error)); ok {
-		return returnFunc(ctx)
+	if returnFunc, ok := ret.Get(0).(func(context.Context, bool) (orders.Audit, error)); ok {
+		return returnFunc(ctx, deep)
 	}
-	if returnFunc, ok := ret.Get(0).(func(context.Context) orders.Audit); ok {
-		r0 = returnFunc(ctx)
+	if returnFunc, ok := ret.Get(0).(func(context.Context, bool) orders.Audit); ok {
+		r0 = returnFunc(ctx, deep)
 	} else {
 		r0 = ret.Get(0).(orders.Audit)
 	}
-	if returnFunc, ok := ret.Get(1).(func(context.Context) error); ok {
-		r1 = returnFunc(ctx)
+	if returnFunc, ok := ret.Get(1).(func(context.Context, bool) error); ok {
+		r1 = returnFunc(ctx, deep)
 	} else {
 		r1 = ret.Error(1)
 	}
@@ -71,18 +71,24 @@ type Orders_Audit_Call struct {
 
 // Audit is a helper method to define mock.On call
 //   - ctx context.Context
-func (_e *Orders_Expecter) Audit(ctx interface{}) *Orders_Audit_Call {
-	return &Orders_Audit_Call{Call: _e.mock.On("Audit", ctx)}
+//   - deep bool
+func (_e *Orders_Expecter) Audit(ctx interface{}, deep interface{}) *Orders_Audit_Call {
+	return &Orders_Audit_Call{Call: _e.mock.On("Audit", ctx, deep)}
 }
 
-func (_c *Orders_Audit_Call) Run(run func(ctx context.Context)) *Orders_Audit_Call {
+func (_c *Orders_Audit_Call) Run(run func(ctx context.Context, deep bool)) *Orders_Audit_Call {
 	_c.Call.Run(func(args mock.Arguments) {
 		var arg0 context.Context
 		if args[0] != nil {
 			arg0 = args[0].(context.Context)
 		}
+		var arg1 bool
+		if args[1] != nil {
+			arg1 = args[1].(bool)
+		}
 		run(
 			arg0,
+			arg1,
 		)
 	})
 	return _c
@@ -93,7 +99,7 @@ func (_c *Orders_Audit_Call) Return(audit orders.Audit, err error) *Orders_Audit
 	return _c
 }
 
-func (_c *Orders_Audit_Call) RunAndReturn(run func(ctx context.Context) (orders.Audit, error)) *Orders_Audit_Call {
+func (_c *Orders_Audit_Call) RunAndReturn(run func(ctx context.Context, deep bool) (orders.Audit, error)) *Orders_Audit_Call {
 	_c.Call.Return(run)
 	return _c
 }

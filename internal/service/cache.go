@@ -1,0 +1,118 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// stockView is the stock a critical section decides on: the cache's values and
+// the database's for what the cache missed (loaded, to be cached by the holder).
+type stockView struct {
+	skus      []string
+	available map[string]int64
+	loaded    map[string]int64
+	fromDB    bool // every value is the database's
+}
+
+// readStock reads the cache and loads what it misses from the database. SKUs
+// that do not exist have no value.
+func (s *Service) readStock(ctx context.Context, skus []string) (stockView, error) {
+	v := stockView{skus: skus}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	out, err := s.cache.Get(cctx, skus)
+	cancel()
+	if err != nil {
+		s.log.WarnContext(ctx, "cache read failed; reading the database", "err", err)
+		out = map[string]int64{}
+	}
+	var missing []string
+	for _, sku := range skus {
+		if _, ok := out[sku]; !ok {
+			missing = append(missing, sku)
+		}
+	}
+	v.available, v.fromDB = out, len(missing) == len(skus)
+	if len(missing) == 0 {
+		return v, nil
+	}
+	if v.loaded, err = s.store.Available(ctx, missing); err != nil {
+		return v, err
+	}
+	maps.Copy(v.available, v.loaded)
+	return v, nil
+}
+
+// reload replaces the view with the database's numbers, counting the cached
+// values they contradict.
+func (s *Service) reload(ctx context.Context, v *stockView) error {
+	fresh, err := s.store.Available(ctx, v.skus)
+	if err != nil {
+		return err
+	}
+	for sku, n := range fresh {
+		if c, ok := v.available[sku]; ok && c != n {
+			s.obs.CacheRepaired(sku)
+		}
+	}
+	v.available, v.loaded, v.fromDB = fresh, fresh, true
+	return nil
+}
+
+// setCache writes values after a commit. If it fails the entries are deleted, so
+// that the next holder reads the database rather than a stale value (I4).
+func (s *Service) setCache(ctx context.Context, values map[string]int64, fences orders.Fences) {
+	if len(values) == 0 {
+		return
+	}
+	skus := slices.Sorted(maps.Keys(values))
+	if !s.cached || fences == nil {
+		// This strategy's orders never update the cache, so an entry written here
+		// would go stale; and without tokens a write could be dropped under an
+		// entry a fenced holder wrote. Deleting is always safe.
+		s.deleteCache(ctx, skus)
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.cache.Set(cctx, values, fences); err != nil {
+		s.log.WarnContext(ctx, "cache update failed; dropping the entries", "err", err)
+		s.deleteCache(ctx, skus)
+	}
+}
+
+func (s *Service) deleteCache(ctx context.Context, skus []string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.cache.Delete(cctx, skus); err != nil {
+		s.log.ErrorContext(ctx, "cache delete failed; entries may be stale until they expire", "skus", skus, "err", err)
+	}
+}
+
+// afterFailure counts a refused fence, and drops the cache entries after any
+// other failure: the write may have committed or not (a lost connection), and
+// the next holder must read the database rather than a value that may be stale
+// (I4).
+func (s *Service) afterFailure(ctx context.Context, skus []string, err error) {
+	var stale *orders.StaleFenceError
+	if errors.As(err, &stale) {
+		s.obs.FenceRejected(stale.SKU)
+		return
+	}
+	s.deleteCache(ctx, skus)
+}
+
+// dropReservations makes redis-atomic's counters reload stock that came back.
+func (s *Service) dropReservations(ctx context.Context, skus []string) {
+	if s.reserver == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.reserver.Drop(cctx, skus); err != nil {
+		s.log.ErrorContext(ctx, "reservation counters not dropped; they are low until they expire", "skus", skus, "err", err)
+	}
+}
