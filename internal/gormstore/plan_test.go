@@ -68,8 +68,8 @@ func TestOrderPathIndexLookups(t *testing.T) {
 		}
 	}
 	stmts := captureStatements(db)
-	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	store := gormstore.New(db, clk.now, time.Minute)
+	clk := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	store := gormstore.New(db, clk.Now, time.Minute)
 	p := &orderPath{store: store, clk: clk}
 	if _, err := store.Restock(ctx, hotSKU, 1_000_000, p.nextFence()); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ const hotSKU = "HOT-1"
 // restock.
 type orderPath struct {
 	store *gormstore.Store
-	clk   *clock
+	clk   *testenv.Clock
 	fence int64
 	round int
 	last  []string // the previous batch's keys and order ids
@@ -202,14 +202,14 @@ func (p *orderPath) ops() []pathOp {
 			id := fmt.Sprintf("o-%d-stale", p.round)
 			one := orders.Batch{Placed: []orders.Placement{{Order: order(id, orders.Item{SKU: hotSKU, Quantity: 1})}}}
 			if _, err := p.store.Commit(ctx, one, orders.Fences{hotSKU: 1}); !errors.Is(err, orders.ErrStaleFence) {
-				return fmt.Errorf("got %v, want a stale fence", err)
+				return fmt.Errorf("got %v, want a stale fence", err) //nolint:errorlint // the message, not a chain
 			}
 			return nil
 		}},
 		{"Order", func(ctx context.Context) error { _, err := p.store.Order(ctx, batch.Placed[0].Order.ID); return err }},
 		{"Stock", func(ctx context.Context) error { _, err := p.store.Stock(ctx, hotSKU); return err }},
 		{"Cancel", func(ctx context.Context) error {
-			_, _, err := p.store.Cancel(ctx, batch.Placed[1].Order.ID, orders.Fences{hotSKU: p.nextFence()}, p.clk.now())
+			_, _, err := p.store.Cancel(ctx, batch.Placed[1].Order.ID, orders.Fences{hotSKU: p.nextFence()}, p.clk.Now())
 			return err
 		}},
 		{"Restock", func(ctx context.Context) error { _, err := p.store.Restock(ctx, hotSKU, 5, p.nextFence()); return err }},
@@ -367,7 +367,7 @@ func genericPlans(ctx context.Context, t *testing.T, db *gorm.DB, stmts *stateme
 		for i := range vars {
 			args[i] = fmt.Sprintf("$%d", i+1)
 		}
-		explain := db.Dialector.Explain("EXPLAIN EXECUTE "+r.Name+"("+strings.Join(args, ", ")+")", vars...)
+		explain := db.Explain("EXPLAIN EXECUTE "+r.Name+"("+strings.Join(args, ", ")+")", vars...)
 		var plan []string
 		if err := db.WithContext(ctx).Raw(explain).Scan(&plan).Error; err != nil {
 			fmt.Fprintf(&b, "  %s\n    EXPLAIN EXECUTE: %v\n", abbreviate(r.Statement), err)

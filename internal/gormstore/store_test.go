@@ -13,20 +13,7 @@ import (
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newStore(t *testing.T, kind string) (*gormstore.Store, *clock) {
+func newStore(t *testing.T, kind string) (*gormstore.Store, *testenv.Clock) {
 	t.Helper()
 	db, err := gormstore.Open(testenv.NewDatabase(t, kind))
 	if err != nil {
@@ -52,8 +39,8 @@ func newStore(t *testing.T, kind string) (*gormstore.Store, *clock) {
 	if n, err := gormstore.Migrate(context.Background(), db); err != nil || n != 0 {
 		t.Fatalf("migrating again applied %d (%v), want 0", n, err)
 	}
-	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	return gormstore.New(db, c.now, 10*time.Second), c
+	c := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	return gormstore.New(db, c.Now, 10*time.Second), c
 }
 
 func order(id string, items ...orders.Item) orders.Order {
@@ -157,7 +144,7 @@ func testIdempotency(t *testing.T, kind string) {
 	s, clk := newStore(t, kind)
 	ctx := context.Background()
 	mustRestock(t, s, "A-1", 5, 1)
-	start := clk.now()
+	start := clk.Now()
 
 	if _, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 2}, "k1"); err != nil {
 		t.Fatal(err)
@@ -188,8 +175,8 @@ func testIdempotency(t *testing.T, kind string) {
 	if recs, _ := s.Outcomes(ctx, []string{"k1"}); len(recs) != 1 {
 		t.Fatal("a record as old as the cutoff was forgotten")
 	}
-	clk.add(time.Hour)
-	if err := s.Forget(ctx, []string{"k1"}, clk.now()); err != nil {
+	clk.Add(time.Hour)
+	if err := s.Forget(ctx, []string{"k1"}, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if recs, _ := s.Outcomes(ctx, []string{"k1", "K1"}); len(recs) != 1 {
@@ -206,8 +193,8 @@ func testIdempotency(t *testing.T, kind string) {
 			t.Fatal(err)
 		}
 	}
-	clk.add(time.Hour)
-	cutoff := clk.now()
+	clk.Add(time.Hour)
+	cutoff := clk.Now()
 	if _, err := place(s, order("young", orders.Item{SKU: "A-1", Quantity: 1}), nil, "young"); err != nil {
 		t.Fatal(err)
 	}

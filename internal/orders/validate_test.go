@@ -28,4 +28,3 @@ func TestNormalizeMergesAndValidates(t *testing.T) {
 		}
 	}
 }
-

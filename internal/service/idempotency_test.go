@@ -12,20 +12,8 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/testenv"
 )
-
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // failingCommit fails its first n commits as a database that went away would,
 // after writing nothing.
@@ -88,11 +76,11 @@ func TestIdempotencyRecordsExpireAfterTheRetention(t *testing.T) {
 		if _, err := base.svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err)
 		}
-		clk := &clock{t: time.Now()}
-		store := gormstore.New(base.store.DB(), clk.now, 10*time.Second)
+		clk := testenv.NewClock(time.Now())
+		store := gormstore.New(base.store.DB(), clk.Now, 10*time.Second)
 		deps := base.deps
 		deps.Store = store
-		svc := service.New(service.Config{Retention: time.Hour}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.now)
+		svc := service.New(service.Config{Retention: time.Hour}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.Now)
 		req := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}, IdempotencyKey: "kept"}
 		first, err := svc.Place(ctx, req)
 		if err != nil {
@@ -102,11 +90,11 @@ func TestIdempotencyRecordsExpireAfterTheRetention(t *testing.T) {
 		if _, err := svc.Place(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		clk.add(59 * time.Minute)
+		clk.Add(59 * time.Minute)
 		if p, err := svc.Place(ctx, req); err != nil || !p.Replayed || p.Order.ID != first.Order.ID {
 			t.Fatalf("within the retention: %+v %v; want a replay", p, err)
 		}
-		clk.add(2 * time.Minute)
+		clk.Add(2 * time.Minute)
 		p, err := svc.Place(ctx, req)
 		if err != nil || p.Replayed || p.Order.ID == first.Order.ID {
 			t.Fatalf("after the retention: %+v %v; want a new order", p, err)
