@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"io"
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +49,21 @@ func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 	}
 	if _, err := parseServe(nil, env(map[string]string{"STOCKGUARD_LOCK_TTL": "soon"}), io.Discard); err == nil {
 		t.Error("a malformed duration in the environment was accepted")
+	}
+}
+
+// A lock-batch order taken into a batch just before its request's deadline waits
+// for the batch's answer, which comes within the batch's own deadline: the
+// server must not cut that answer off.
+func TestWriteDeadlineCoversTheRequestAndTheBatch(t *testing.T) {
+	for _, timeout := range []string{"1s", "10s", "45s"} {
+		c, err := parseServe([]string{"--request-timeout", timeout, "--shutdown-timeout", "1m"}, func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := newHTTPServer(c, http.NotFoundHandler(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if want := c.requestTimeout + c.batchTimeout(); srv.WriteTimeout <= want {
+			t.Errorf("request timeout %s: write timeout %s, want over %s", timeout, srv.WriteTimeout, want)
+		}
 	}
 }

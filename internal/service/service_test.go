@@ -365,11 +365,13 @@ func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Nine orders queue while the lock is held elsewhere: seven with their own
-		// keys, one repeating the first key, and one whose client leaves first.
+		// keys, one repeating the first key, and one whose client leaves before the
+		// lock comes.
 		const queued = 9
+		allQueued := make(chan struct{})
 		service.OnQueued(r.svc, func(n int) {
 			if n == queued {
-				close(open)
+				close(allQueued)
 			}
 		})
 		one := []orders.Item{{SKU: "A", Quantity: 1}}
@@ -388,10 +390,17 @@ func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
 			})
 		}
 		gone, leave := context.WithCancel(ctx)
+		leftErr := make(chan error, 1)
+		go func() {
+			_, err := r.svc.Place(gone, orders.PlaceRequest{Items: one, IdempotencyKey: "left"})
+			leftErr <- err
+		}()
+		<-allQueued
 		leave()
-		if _, err := r.svc.Place(gone, orders.PlaceRequest{Items: one, IdempotencyKey: "left"}); !errors.Is(err, context.Canceled) {
+		if err := <-leftErr; !errors.Is(err, context.Canceled) {
 			t.Errorf("a caller that left: %v", err)
 		}
+		close(open)
 		wg.Wait()
 		close(answers)
 
