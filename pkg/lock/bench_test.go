@@ -14,17 +14,16 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
 // benchRedis prefers a private redis-server, so that INFO commandstats counts only
 // the benchmark's own commands.
-func benchRedis(b *testing.B) *testenv.Redis {
+func benchRedis(b *testing.B) *testRedis {
 	if _, err := exec.LookPath("redis-server"); err == nil {
-		return testenv.NewRedisAt(b, testenv.StartRedisServer(b).Addr)
+		return newRedisAt(b, startRedisServer(b).Addr)
 	}
-	return testenv.NewRedis(b)
+	return newRedis(b)
 }
 
 // BenchmarkUncontended: acquire and release one key from one goroutine, against
@@ -117,7 +116,7 @@ func BenchmarkHotKey(b *testing.B) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			before, err := testenv.CommandCalls(ctx, admin)
+			before, err := commandCalls(ctx, admin)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,7 +141,7 @@ func BenchmarkHotKey(b *testing.B) {
 			if err := errors.Join(collect(errs)...); err != nil {
 				b.Fatal(err)
 			}
-			after, err := testenv.CommandCalls(ctx, admin)
+			after, err := commandCalls(ctx, admin)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,14 +8,13 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
 // A lease handed over for A is held, unrenewed, while the caller waits for B. If
 // it runs out meanwhile and another process takes A, the caller must not run.
 func TestLeaseHeldWhileWaitingIsRenewedBeforeTheWork(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	const ttl = 300 * time.Millisecond
 	m := lock.NewMetrics("one")
 	c1 := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
@@ -68,7 +67,7 @@ func TestLeaseHeldWhileWaitingIsRenewedBeforeTheWork(t *testing.T) {
 }
 
 func TestPanicInTheWorkLeavesNoWatchdog(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	c := newClient(t, env.Client(t), env.Namespace, nil)
 	warm(t, c)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -85,8 +84,8 @@ func TestPanicInTheWorkLeavesNoWatchdog(t *testing.T) {
 }
 
 func TestWaitIsBoundedWhenRedisStalls(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
-	env := testenv.NewRedisAt(t, srv.Addr)
+	srv := startRedisServer(t)
+	env := newRedisAt(t, srv.Addr)
 	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: time.Second})
 	srv.Pause()
 	defer srv.Resume()
@@ -105,7 +104,7 @@ func TestWaitIsBoundedWhenRedisStalls(t *testing.T) {
 }
 
 func TestWaitOptionBoundsOnlyTheWait(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	a := newClient(t, env.Client(t), env.Namespace, nil)
 	b := newClient(t, env.Client(t), env.Namespace, &lock.Options{Wait: 50 * time.Millisecond})
 	ctx := context.Background()

@@ -9,12 +9,11 @@ import (
 
 	"github.com/bsm/redislock"
 
-	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
 func TestReleaseNeverRemovesAnotherHoldersLock(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	a := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: time.Second})
 	b := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second})
 	admin := env.Client(t)
@@ -62,7 +61,7 @@ func TestReleaseNeverRemovesAnotherHoldersLock(t *testing.T) {
 // Redis: it must get no token from that lease, wait for the new owner, and then
 // get a token above the new owner's.
 func TestHolderWhoseLeaseEndedGivesNoToken(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	m := lock.NewMetrics("a")
 	a := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second, Metrics: m, HandoffCheck: -1})
 	b := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second})
@@ -115,8 +114,8 @@ func TestHolderWhoseLeaseEndedGivesNoToken(t *testing.T) {
 }
 
 func TestTokensGrowAcrossGrantsAndRestarts(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
-	env := testenv.NewRedisAt(t, srv.Addr)
+	srv := startRedisServer(t)
+	env := newRedisAt(t, srv.Addr)
 	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -152,7 +151,7 @@ func TestTokensGrowAcrossGrantsAndRestarts(t *testing.T) {
 }
 
 func TestWaiterIsWokenByReleaseNotPoll(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	slow := &lock.Options{MinPoll: time.Minute, MaxPoll: time.Minute, Metrics: lock.NewMetrics("b")}
 	a := newClient(t, env.Client(t), env.Namespace, nil)
 	b := newClient(t, env.Client(t), env.Namespace, slow)
@@ -184,7 +183,7 @@ func TestWaiterIsWokenByReleaseNotPoll(t *testing.T) {
 }
 
 func TestWaitIsBoundedByContext(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	a := newClient(t, env.Client(t), env.Namespace, nil)
 	b := newClient(t, env.Client(t), env.Namespace, nil)
 	ctx := context.Background()
@@ -212,7 +211,7 @@ func TestWaitIsBoundedByContext(t *testing.T) {
 }
 
 func TestMultiResourceGrantIsAllOrNothing(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	a := newClient(t, env.Client(t), env.Namespace, nil)
 	b := newClient(t, env.Client(t), env.Namespace, nil)
 	admin := redislock.New(env.Client(t))
@@ -250,7 +249,7 @@ func TestMultiResourceGrantIsAllOrNothing(t *testing.T) {
 }
 
 func TestNewRejectsOptionsThatCannotWork(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	for _, o := range []lock.Options{
 		{TTL: time.Millisecond},
 		{TTL: time.Second, RenewEvery: time.Second},

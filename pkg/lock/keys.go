@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,10 +34,6 @@ func (k Keys) ns() string {
 	}
 	return k.Namespace
 }
-
-// ErrInvalidName is returned for an empty resource list or a name that would break
-// the hash tag.
-var ErrInvalidName = errors.New("lock: invalid resource name")
 
 // normalize sorts and de-duplicates names: sorted acquisition is what keeps two
 // multi-resource callers from deadlocking.

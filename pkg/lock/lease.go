@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -95,4 +96,16 @@ func (l *lease) state() (renewedAt, validUntil time.Time, lost bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.renewedAt, l.validUntil, l.lost
+}
+
+// distinct returns the leases of ls without repeats, in first-seen order: a
+// multi-resource lease appears once per name in a grant.
+func distinct(ls []*lease) []*lease {
+	out := make([]*lease, 0, len(ls))
+	for _, l := range ls {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
@@ -40,7 +39,7 @@ func (h *holdCheck) hold(token int64) {
 }
 
 func TestMutualExclusion(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	const clients, goroutines, rounds = 3, 16, 40
 	sets := [][]string{{"a"}, {"a", "b"}, {"b", "a"}, {"b"}, {"c", "a"}}
 	checks := map[string]*holdCheck{"a": {}, "b": {}, "c": {}}
@@ -122,7 +121,7 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 	}
 
 	t.Run("first holder", func(t *testing.T) {
-		env := testenv.NewRedis(t)
+		env := newRedis(t)
 		c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl})
 		other, admin := redislock.New(env.Client(t)), env.Client(t)
 		key := lock.Keys{Namespace: env.Namespace}.Lock("w")
@@ -139,7 +138,7 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 	})
 
 	t.Run("holder the lease was handed to", func(t *testing.T) {
-		env := testenv.NewRedis(t)
+		env := newRedis(t)
 		m := lock.NewMetrics("w")
 		c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
 		other, admin := redislock.New(env.Client(t)), env.Client(t)
@@ -194,34 +193,34 @@ func TestLeaseLostCancelsBeforeLeaseEnds(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	faults := []struct {
 		name   string
-		inject func(t *testing.T, srv *testenv.RedisServer, admin *redis.Client, key string) (undo func())
+		inject func(t *testing.T, srv *redisServer, admin *redis.Client, key string) (undo func())
 	}{
-		{"key deleted", func(t *testing.T, _ *testenv.RedisServer, admin *redis.Client, key string) func() {
+		{"key deleted", func(t *testing.T, _ *redisServer, admin *redis.Client, key string) func() {
 			mustDo(t, admin.Del(context.Background(), key).Err())
 			return func() {}
 		}},
-		{"PEXPIRE 1", func(t *testing.T, _ *testenv.RedisServer, admin *redis.Client, key string) func() {
+		{"PEXPIRE 1", func(t *testing.T, _ *redisServer, admin *redis.Client, key string) func() {
 			mustDo(t, admin.PExpire(context.Background(), key, time.Millisecond).Err())
 			return func() {}
 		}},
-		{"server stopped (SIGSTOP)", func(_ *testing.T, srv *testenv.RedisServer, _ *redis.Client, _ string) func() {
+		{"server stopped (SIGSTOP)", func(_ *testing.T, srv *redisServer, _ *redis.Client, _ string) func() {
 			srv.Pause()
 			return srv.Resume
 		}},
-		{"server stalled (DEBUG SLEEP)", func(_ *testing.T, _ *testenv.RedisServer, admin *redis.Client, _ string) func() {
+		{"server stalled (DEBUG SLEEP)", func(_ *testing.T, _ *redisServer, admin *redis.Client, _ string) func() {
 			done := make(chan struct{})
 			go func() { defer close(done); admin.Do(context.Background(), "DEBUG", "SLEEP", "1.5") }()
 			return func() { <-done }
 		}},
-		{"server killed", func(_ *testing.T, srv *testenv.RedisServer, _ *redis.Client, _ string) func() {
+		{"server killed", func(_ *testing.T, srv *redisServer, _ *redis.Client, _ string) func() {
 			srv.Kill()
 			return func() {}
 		}},
 	}
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
-			srv := testenv.StartRedisServer(t)
-			env := testenv.NewRedisAt(t, srv.Addr)
+			srv := startRedisServer(t)
+			env := newRedisAt(t, srv.Addr)
 			m := lock.NewMetrics("test")
 			c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
 			admin := env.Client(t)

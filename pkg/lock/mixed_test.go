@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
@@ -16,7 +15,7 @@ import (
 // a poll as slow, a ring of waiters (each holding what the next one waits for)
 // would stall the test until its deadline instead of finishing.
 func TestMixedResourceSetsMakeProgress(t *testing.T) {
-	env := testenv.NewRedis(t)
+	env := newRedis(t)
 	const clients, goroutines, rounds = 3, 21, 30
 	var cs []*lock.Client
 	for range clients {

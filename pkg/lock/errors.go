@@ -1,0 +1,21 @@
+package lock
+
+import "errors"
+
+var (
+	// ErrNotObtained is returned when the caller's context ends before the lock is had.
+	// The error also wraps the context's cause (context.DeadlineExceeded, usually).
+	ErrNotObtained = errors.New("lock: not obtained")
+
+	// ErrLeaseLost is the cause with which a function's context is cancelled when its
+	// lease is gone (deleted, expired, taken over) or could not be renewed before it
+	// ran out. Test it with errors.Is on context.Cause(ctx) or on Do's error.
+	ErrLeaseLost = errors.New("lock: lease lost")
+
+	// ErrInvalidOptions is returned by New for options that cannot work.
+	ErrInvalidOptions = errors.New("lock: invalid options")
+
+	// ErrInvalidName is returned for an empty resource list or a name that would break
+	// the hash tag.
+	ErrInvalidName = errors.New("lock: invalid resource name")
+)

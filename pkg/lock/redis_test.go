@@ -1,0 +1,229 @@
+package lock_test
+
+// The Redis the tests of this package run against. The package keeps its own
+// helper rather than the service's, so that its test binary links only what the
+// library does: go-redis, redislock, Prometheus and the test-only miniredis.
+//
+// STOCKGUARD_TEST_REDIS_URL names a server to use; without it a private
+// redis-server is started on a free port when one is on the PATH, else an
+// embedded miniredis. With STOCKGUARD_TEST_REQUIRE_REAL=1 (CI sets it) a missing
+// STOCKGUARD_TEST_REDIS_URL fails the test instead. Each test gets its own key
+// namespace, whose keys are removed when it ends. Tests that stop, stall, kill or
+// restart a server start their own (startRedisServer).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// go-redis logs its reconnection attempts; tests that kill servers on purpose
+// would drown their own output in them.
+func init() { redis.SetLogger(quiet{}) }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// requireReal reports whether the run must use a real Redis (CI).
+func requireReal() bool { return os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1" }
+
+// testRedis is one test's view of a Redis server: how to reach it and the
+// namespace its keys live under.
+type testRedis struct {
+	opt       *redis.Options
+	Namespace string
+}
+
+// newRedis returns the Redis of STOCKGUARD_TEST_REDIS_URL, else a private
+// redis-server when one is on the PATH, else miniredis (outside CI). The test's
+// keys are removed when it ends.
+func newRedis(tb testing.TB) *testRedis {
+	tb.Helper()
+	r := &testRedis{Namespace: "t" + randomID()}
+	switch url := os.Getenv("STOCKGUARD_TEST_REDIS_URL"); {
+	case url != "":
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			tb.Fatalf("STOCKGUARD_TEST_REDIS_URL: %v", err)
+		}
+		r.opt = opt
+	case requireReal():
+		tb.Fatal("STOCKGUARD_TEST_REQUIRE_REAL=1 but STOCKGUARD_TEST_REDIS_URL is not set")
+	default:
+		if _, err := exec.LookPath("redis-server"); err == nil {
+			r.opt = &redis.Options{Addr: startRedisServer(tb).Addr}
+		} else {
+			r.opt = &redis.Options{Addr: miniredis.RunT(tb).Addr()}
+		}
+	}
+	tb.Cleanup(func() { r.cleanup(tb) })
+	return r
+}
+
+// newRedisAt is newRedis on a private server (startRedisServer), which goes away
+// with its keys when the test ends.
+func newRedisAt(_ testing.TB, addr string) *testRedis {
+	return &testRedis{Namespace: "t" + randomID(), opt: &redis.Options{Addr: addr}}
+}
+
+// Client returns a new client with its own connection pool, as a separate replica
+// would have. It is closed when the test ends.
+func (r *testRedis) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opt := *r.opt
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(&opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (r *testRedis) cleanup(tb testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opt := *r.opt
+	c := redis.NewClient(&opt)
+	defer func() { _ = c.Close() }()
+	// Keys are named {<namespace>:<name>}:..., or start with the namespace.
+	for _, pattern := range []string{"{" + r.Namespace + ":*", r.Namespace + "*"} {
+		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			tb.Logf("cleaning Redis: %v", err)
+		}
+	}
+}
+
+// randomID returns 12 random hex characters, for names that must not collide with
+// other tests or earlier runs on a shared server.
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// redisServer is a private redis-server for tests that stop, stall, kill or
+// restart it. It keeps nothing on disk and allows DEBUG (for DEBUG SLEEP).
+type redisServer struct {
+	Addr string
+	port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// startRedisServer starts a redis-server on a free loopback port and stops it when
+// the test ends. Without redis-server on the PATH the test is skipped, or fails
+// under STOCKGUARD_TEST_REQUIRE_REAL=1.
+func startRedisServer(tb testing.TB) *redisServer {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if requireReal() {
+			tb.Fatal("redis-server is not on the PATH")
+		}
+		tb.Skip("redis-server is not on the PATH")
+	}
+	s := &redisServer{port: freePort(tb), dir: tb.TempDir()}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s.start(tb)
+	tb.Cleanup(func() { s.Kill() })
+	return s
+}
+
+func (s *redisServer) start(tb testing.TB) {
+	tb.Helper()
+	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--enable-debug-command", "yes",
+		"--logfile", "")
+	if err := s.cmd.Start(); err != nil {
+		tb.Fatalf("start redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer func() { _ = c.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redis-server on %s did not answer: %v", s.Addr, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a process that is starting up
+	}
+}
+
+// Pause stops the server with SIGSTOP: connections stay open, nothing answers.
+func (s *redisServer) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *redisServer) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Kill ends the server at once, losing every key.
+func (s *redisServer) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart kills the server and starts an empty one on the same port, as a Redis
+// without persistence comes back after a crash.
+func (s *redisServer) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Kill()
+	s.start(tb)
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := (&net.ListenConfig{}).Listen(tb.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("free port: %v", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// commandCalls sums the calls in INFO commandstats, commands run by scripts
+// included, so a benchmark can report Redis commands per operation.
+func commandCalls(ctx context.Context, c redis.UniversalClient) (int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, ":calls=")
+		n, _, _ := strings.Cut(rest, ",")
+		var v int64
+		for _, ch := range n {
+			if ch < '0' || ch > '9' {
+				break
+			}
+			v = v*10 + int64(ch-'0')
+		}
+		total += v
+	}
+	return total, nil
+}
