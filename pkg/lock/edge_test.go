@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
@@ -70,7 +68,7 @@ func TestPanicInTheWorkLeavesNoWatchdog(t *testing.T) {
 	env := newRedis(t)
 	c := newClient(t, env.Client(t), env.Namespace, nil)
 	warm(t, c)
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer noLeaks(t)()
 	func() {
 		defer func() { _ = recover() }()
 		_ = c.Do(context.Background(), []string{"p"}, func(context.Context, *lock.Grant) error { panic("boom") })

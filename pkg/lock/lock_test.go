@@ -11,7 +11,6 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/stockguard/stockguard/pkg/lock"
 )
@@ -128,7 +127,7 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 		ctx := context.Background()
 
 		warm(t, c) // so the leak check below sees only what Do itself starts
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		defer noLeaks(t)()
 		if err := c.Do(ctx, []string{"w"}, holdLong(other, key)); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +146,7 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 		defer cancel()
 
 		warm(t, c)
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		defer noLeaks(t)()
 		handoffs := func() float64 {
 			return metricValue(t, m, "w_lock_handoffs_total", map[string]string{"result": "ok"})
 		}
@@ -227,7 +226,7 @@ func TestLeaseLostCancelsBeforeLeaseEnds(t *testing.T) {
 			key := lock.Keys{Namespace: env.Namespace}.Lock("x")
 
 			warm(t, c)
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			defer noLeaks(t)()
 			before := time.Now() // the lease cannot end before before+ttl
 			var cancelledAt time.Time
 			var cause error

@@ -26,6 +26,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // go-redis logs its reconnection attempts; tests that kill servers on purpose
@@ -65,7 +66,7 @@ func newRedis(tb testing.TB) *testRedis {
 		if _, err := exec.LookPath("redis-server"); err == nil {
 			r.opt = &redis.Options{Addr: startRedisServer(tb).Addr}
 		} else {
-			r.opt = &redis.Options{Addr: miniredis.RunT(tb).Addr()}
+			r.opt = &redis.Options{Addr: startMiniredis(tb)}
 		}
 	}
 	tb.Cleanup(func() { r.cleanup(tb) })
@@ -226,4 +227,47 @@ func commandCalls(ctx context.Context, c redis.UniversalClient) (int64, error) {
 		total += v
 	}
 	return total, nil
+}
+
+// startMiniredis runs a miniredis whose clock keeps real time (it moves only when
+// told, and leases must expire for the tests of a dead holder), stopped when the
+// test ends.
+func startMiniredis(tb testing.TB) string {
+	tb.Helper()
+	mr := miniredis.RunT(tb)
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	tb.Cleanup(func() { close(done); <-finished })
+	return mr.Addr()
+}
+
+// noLeaks takes goleak's snapshot of the goroutines running now and returns the
+// check that no other is left (defer noLeaks(t)()). The goroutines of an
+// in-process miniredis (its clock, its connections) are ignored: they belong to
+// the server, not to the code under test.
+func noLeaks(t *testing.T) func() {
+	t.Helper()
+	current := goleak.IgnoreCurrent()
+	return func() {
+		t.Helper()
+		goleak.VerifyNone(t, current,
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func1"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"),
+			goleak.IgnoreAnyFunction("github.com/stockguard/stockguard/pkg/lock_test.startMiniredis.func1"))
+	}
 }
