@@ -62,7 +62,7 @@ both include the run's seeding and audit.
 | strategy | what it does per order |
 |---|---|
 | `+"`lock-batch`"+` (default) | per-SKU lock through pkg/lock; the orders for one SKU set that queue on a replica are decided one by one against the stock and committed in one transaction (one guarded decrement by the total, each order with its own lines, ledger entries, idempotency record and answer) |
-| `+"`lock`"+` | per-SKU lock through pkg/lock (local queue, wake-on-release, watchdog, fencing): idempotency claim, cache check, guarded fenced decrement, cache update |
+| `+"`lock`"+` | per-SKU lock through pkg/lock (local queue, wake-on-release, watchdog, fencing): cache check, guarded fenced decrement with the idempotency record in its transaction, cache update |
 | `+"`lock-polling`"+` | the same on plain bsm/redislock, polling every 10 ms, no watchdog, no fencing: the common practice |
 | `+"`db-atomic`"+` | no lock: the guarded decrement and the idempotency record in one transaction per order |
 | `+"`redis-atomic`"+` | a Lua check-and-decrement of a counter in Redis, then db-atomic's transaction |
@@ -74,8 +74,8 @@ both include the run's seeding and audit.
   on one row, so it cannot pass the database's own ceiling (pgbench's line); lock-batch
   commits a replica's whole queue at once, so its throughput grows with the queue.
 - db-atomic and redis-atomic serialize on the row lock inside PostgreSQL; lock and
-  lock-polling serialize on the Redis lock and pay a commit for the idempotency claim
-  as well. lock-polling also pays for the time between a release and the next poll.
+  lock-polling serialize on the Redis lock and pay one commit per order
+  inside it. lock-polling also pays for the time between a release and the next poll.
 - On 100 SKUs the contention is spread, and the per-order commit dominates. On
   multi-SKU orders few orders share a SKU set, so lock-batch's batches are small and
   it pays for its locks without much to share them with: there db-atomic is ahead.
