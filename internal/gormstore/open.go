@@ -28,8 +28,8 @@ var ErrUnsupportedURL = errors.New("unsupported database url")
 const DefaultMaxConns = 16
 
 // Open connects to a DATABASE_URL: postgres://..., mysql://user:pass@host:3306/db
-// or sqlite:<path>. It does not migrate. PostgreSQL connections plan every
-// execution of a statement for its arguments (customPlans).
+// or sqlite:<path>. It does not migrate. PostgreSQL connections take an index
+// whenever there is one (indexOnly).
 func Open(databaseURL string) (*gorm.DB, error) {
 	dialector, err := dialectorFor(databaseURL)
 	if err != nil {
@@ -90,37 +90,35 @@ func BoundIdleTransactions(databaseURL string, d time.Duration) string {
 	return u.String()
 }
 
-// customPlans returns a PostgreSQL URL with plan_cache_mode=force_custom_plan,
-// unless the URL sets plan_cache_mode already (to auto, say, which is
-// PostgreSQL's default).
+// indexOnly returns a PostgreSQL URL with enable_seqscan=off, unless the URL
+// sets enable_seqscan already (to on, say, which is PostgreSQL's default).
 //
-// The driver prepares every statement once per connection and reuses it. After
-// five executions PostgreSQL may switch a prepared statement to a generic plan,
-// planned for no particular arguments, and keep it until something invalidates
-// it: ANALYZE, or VACUUM updating the table's size. On a fresh database that
-// plan is made while the tables are tiny, where a sequential scan is cheapest,
-// and autovacuum analyses them only when it next visits the database (every
-// minute by default): meanwhile, on tables growing by thousands of rows a
-// second, the batch's read of its idempotency keys scanned the whole table every
-// time (measured on a fresh database: 352 scans reading 3.85 million rows in two
-// runs of 8 s, at 2,164 and 1,147 orders/s; 5,443 and 5,108 after an ANALYZE),
-// and Stock scanned all orders once per line of the SKU (plan_test.go). A custom
-// plan is made for each execution, for the arguments given and the table as it
-// is (its size is read at planning time, analysed or not). The price is planning every
-// execution, parsing staying cached: measured 10-25 µs of the server's time for
-// a lookup of this store, 40-75 µs for a batch's INSERT of 32 rows. Dropping the
-// driver's named statements instead (default_query_exec_mode=exec or
-// cache_describe) costs more: a parse as well, every execution.
-func customPlans(databaseURL string) string {
+// Every query of the order path reads or writes rows by an index, and a
+// sequential scan there is always a planner's mistake, but one it makes on the
+// tables of a new deployment: the driver prepares every statement once per
+// connection, and after five executions PostgreSQL may switch it to a generic
+// plan, made while the tables are tiny (where a scan is cheapest) and kept until
+// an ANALYZE invalidates it, which autovacuum does only when it next visits.
+// Meanwhile the batch's read of its idempotency keys scanned the whole table
+// every time (measured on a fresh database: 352 scans reading 3.85 million rows
+// in two runs of 8 s, at 2,164 and 1,147 orders/s; 5,443 and 5,108 after an
+// ANALYZE). With sequential scans off, the planner takes the index whenever
+// there is one, whatever the statistics, and the plans stay cached.
+//
+// plan_cache_mode=force_custom_plan fixes the same mistake by planning every
+// execution, and was measured in make bench to cost 15-30% of lock-batch's
+// orders/s on 100 SKUs (the planning is on PostgreSQL's CPU, on every
+// statement); dropping the driver's named statements costs a parse as well.
+func indexOnly(databaseURL string) string {
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		return databaseURL // the driver reports it
 	}
 	q := u.Query()
-	if q.Has("plan_cache_mode") {
+	if q.Has("enable_seqscan") {
 		return databaseURL
 	}
-	q.Set("plan_cache_mode", "force_custom_plan") // sent at connect, as a setting
+	q.Set("enable_seqscan", "off") // sent at connect, as a setting
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -128,7 +126,7 @@ func customPlans(databaseURL string) string {
 func dialectorFor(raw string) (gorm.Dialector, error) {
 	switch {
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		return postgres.Open(customPlans(raw)), nil
+		return postgres.Open(indexOnly(raw)), nil
 	case strings.HasPrefix(raw, "mysql://"):
 		dsn, err := mysqlDSN(raw)
 		if err != nil {

@@ -114,25 +114,25 @@ func TestOrderPathIndexLookups(t *testing.T) {
 	}
 }
 
-// Open asks PostgreSQL for custom plans, unless the URL says otherwise.
-func TestPlanCacheModeFromURL(t *testing.T) {
+// Open turns PostgreSQL's sequential scans off, unless the URL says otherwise.
+func TestSeqScanOffUnlessTheURLSays(t *testing.T) {
 	base := testenv.NewDatabase(t, testenv.Postgres) // has a query already: search_path
 	for _, c := range []struct{ url, want string }{
-		{base, "force_custom_plan"},
-		{gormstore.BoundIdleTransactions(base, time.Second), "force_custom_plan"},
-		{base + "&plan_cache_mode=auto", "auto"}, // the URL's own wins
+		{base, "off"},
+		{gormstore.BoundIdleTransactions(base, time.Second), "off"},
+		{base + "&enable_seqscan=on", "on"}, // the URL's own wins
 	} {
 		db, err := gormstore.Open(c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got string
-		err = db.Raw("SHOW plan_cache_mode").Scan(&got).Error
+		err = db.Raw("SHOW enable_seqscan").Scan(&got).Error
 		if sqlDB, _ := db.DB(); sqlDB != nil {
 			_ = sqlDB.Close()
 		}
 		if err != nil || got != c.want {
-			t.Errorf("%s: plan_cache_mode %q (%v), want %q", c.url, got, err, c.want)
+			t.Errorf("%s: enable_seqscan %q (%v), want %q", c.url, got, err, c.want)
 		}
 	}
 }
