@@ -56,6 +56,7 @@ type harness struct {
 	shed    chan error    // OnShed's reasons
 	batches chan int      // OnBatch's sizes
 	gaveUp  chan struct{} // a caller saw its ctx end
+	hold    chan struct{} // if set, such a caller waits for it to close
 }
 
 // newHarness returns a Queue on a hand-driven lead. When the test ends, it
@@ -83,7 +84,12 @@ func newHarness(t *testing.T, cfg batch.Config) *harness {
 		}
 		return o.results, o.err
 	})
-	batch.OnGaveUp(h.q, func() { h.gaveUp <- struct{}{} })
+	batch.OnGaveUp(h.q, func() {
+		h.gaveUp <- struct{}{}
+		if h.hold != nil {
+			<-h.hold
+		}
+	})
 	t.Cleanup(func() {
 		settle(t, ignore) // a leader that started a lead nobody drove is left blocked here
 		if n := batch.Keys(h.q); n != 0 {
@@ -138,6 +144,26 @@ func (h *harness) enqueueAll(key string, items ...int) []<-chan result {
 		chs = append(chs, ch)
 	}
 	return chs
+}
+
+// doNow calls Do(ctx, key, item), which must return at once (shed): a Do that
+// queued instead fails the test rather than hang it.
+func (h *harness) doNow(ctx context.Context, key string, item int) error {
+	h.t.Helper()
+	ch := make(chan result, 1)
+	go func() {
+		r, err := h.q.Do(ctx, key, item)
+		ch <- result{r, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.err
+	case depth := <-h.queued:
+		h.t.Fatalf("Do(%d) queued (depth %d), want it shed", item, depth)
+	case <-time.After(patience):
+		h.t.Fatalf("Do(%d) did not return", item)
+	}
+	return nil
 }
 
 func recv[V any](t *testing.T, ch <-chan V, what string) V {
@@ -325,6 +351,25 @@ func TestCancelledBeforeTakenLeaves(t *testing.T) {
 	wantAnswer(t, c4, 4)
 }
 
+// A caller whose ctx ended is not taken even if the lead's take comes before
+// the caller got round to leaving: it is never served, and leaves.
+func TestEndedButNotYetLeftIsNotTaken(t *testing.T) {
+	h := newHarness(t, batch.Config{})
+	h.hold = make(chan struct{})
+	c1, _ := h.enqueue(context.Background(), "k", 1)
+	l := recv(t, h.leads, "lead")
+	ctx, cancel := context.WithCancel(context.Background())
+	c2, _ := h.enqueue(ctx, "k", 2)
+	c3, _ := h.enqueue(context.Background(), "k", 3)
+	cancel()
+	_ = recv(t, h.gaveUp, "caller seeing its ctx end") // and held there, still queued
+	wantItems(t, serve(l), 1, 3)
+	close(h.hold)
+	_ = wantErr(t, c2, 2, context.Canceled)
+	wantAnswer(t, c1, 1)
+	wantAnswer(t, c3, 3)
+}
+
 // A ctx that ended before Do is not queued and starts no lead (the cleanup
 // would find it blocked).
 func TestEndedContextIsNotQueued(t *testing.T) {
@@ -346,7 +391,7 @@ func TestTakenThenCancelledWaitsForItsAnswer(t *testing.T) {
 	l := recv(t, h.leads, "lead")
 	wantItems(t, l.take(), 1)
 	cancel()
-	recv(t, h.gaveUp, "caller seeing its ctx end") // it saw the end, and must still wait
+	_ = recv(t, h.gaveUp, "caller seeing its ctx end") // it saw the end, and must still wait
 	select {
 	case r := <-ch:
 		t.Fatalf("caller returned %q, %v before its lead answered", r.r, r.err)
@@ -494,7 +539,7 @@ func TestFullQueueSheds(t *testing.T) {
 	chs := append([]<-chan result{first}, h.enqueueAll("k", 2, 3)...) // not shed before MaxQueue+1
 	wantFull := func(item int) {
 		t.Helper()
-		_, err := h.q.Do(context.Background(), "k", item)
+		err := h.doNow(context.Background(), "k", item)
 		var shed *batch.ShedError
 		if !errors.Is(err, batch.ErrFull) || !errors.As(err, &shed) {
 			t.Fatalf("Do(%d) on a full queue: %v, want a *ShedError wrapping ErrFull", item, err)
@@ -528,7 +573,7 @@ func TestDefaultMaxQueue(t *testing.T) {
 		ch, _ := h.enqueue(context.Background(), "k", i)
 		chs = append(chs, ch)
 	}
-	if _, err := h.q.Do(context.Background(), "k", 99); !errors.Is(err, batch.ErrFull) {
+	if err := h.doNow(context.Background(), "k", 99); !errors.Is(err, batch.ErrFull) {
 		t.Fatalf("Do with %d items waiting: %v, want ErrFull", batch.DefaultQueueBatches, err)
 	}
 	_ = recv(t, h.shed, "OnShed")
@@ -589,7 +634,7 @@ func TestNoTimeShedsOnlyTheItemThatCannotMakeIt(t *testing.T) {
 	la := recv(t, h.leads, "lead of 1") // waiting for its locks, 1 not taken yet
 
 	// Behind 1: the rest of lead 1 (1s) and its own lead (1s) is 2s; 1.5s left.
-	_, err := h.q.Do(within(t, clk, 1500*time.Millisecond), "k", 2)
+	err := h.doNow(within(t, clk, 1500*time.Millisecond), "k", 2)
 	var shed *batch.ShedError
 	if !errors.Is(err, batch.ErrNoTime) || !errors.As(err, &shed) {
 		t.Fatalf("Do with 1.5s left for a 2s wait: %v, want a *ShedError wrapping ErrNoTime", err)
@@ -607,7 +652,15 @@ func TestNoTimeShedsOnlyTheItemThatCannotMakeIt(t *testing.T) {
 	clk.Advance(700 * time.Millisecond)
 	d, _ := h.enqueue(within(t, clk, 2400*time.Millisecond), "k", 4)
 
-	wantItems(t, serve(la), 1)
+	// Once lead 1 took its batch, those waiting wait for its rest and then for
+	// their own leads: behind 3 and 4, that is 0.3s + 3 leads = 3.3s.
+	wantItems(t, la.take(), 1)
+	err = h.doNow(within(t, clk, 3*time.Second), "k", 5)
+	if !errors.As(err, &shed) || !errors.Is(err, batch.ErrNoTime) || shed.RetryAfter() != 3300*time.Millisecond {
+		t.Fatalf("Do with 3s left for a 3.3s wait: %v, want ErrNoTime estimating 3.3s", err)
+	}
+	_ = recv(t, h.shed, "OnShed")
+	la.ret <- outcome{results: []string{answerFor(1)}}
 	wantItems(t, serve(recv(t, h.leads, "lead of 3")), 3)
 	wantItems(t, serve(recv(t, h.leads, "lead of 4")), 4)
 	wantAnswer(t, a, 1)
@@ -621,7 +674,7 @@ func TestManyCallersNoLeak(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	const callers, keys = 400, 4
 	var leads atomic.Int64
-	q := batch.New(batch.Config{MaxBatch: 16, MaxQueue: callers}, func(_ context.Context, _ string, take func() []int) ([]string, error) { // room for all: no shedding here
+	q := batch.New(batch.Config{MaxBatch: 16, MaxQueue: callers}, func(_ context.Context, _ string, take func() []int) ([]string, error) {
 		n := leads.Add(1)
 		if n%13 == 0 {
 			panic("before take")
