@@ -36,7 +36,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return err
 	}
 	if cfg.strategy == string(orders.StrategyUnsafe) {
-		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment")
+		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment",
+			"unsafe_window", cfg.unsafeWindow.String()) // widened on purpose, so that it oversells every time
 	}
 
 	// A replica stopped inside a transaction must not keep its SKU's row locked
