@@ -76,12 +76,14 @@ func trickle(conn net.Conn, data string, tick time.Duration, stop <-chan struct{
 // took; it fails the test when the connection is still open after bound.
 func slowClient(t *testing.T, addr, head, rest string, bound time.Duration) ([]byte, int, time.Duration) {
 	t.Helper()
+	// Timed from before the dial: the server's timers start once it has the
+	// connection, which on a busy machine can be before the dial returns here.
+	start := time.Now()
 	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	start := time.Now()
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
 	}
