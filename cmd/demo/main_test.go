@@ -20,7 +20,9 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 		}
 		return "" // SQLite in the demo's own folder
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// A bound against a hang, not a speed target: the demo builds both binaries
+	// first, which on a busy machine with a cold cache takes minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out, errs bytes.Buffer
 	// Enough buyers for the stock that the unsafe round's races show even on a
