@@ -17,7 +17,7 @@ import (
 // acquire takes the local slot of every name in order, then the Redis lease of
 // every name the previous local holder did not pass on.
 func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
-	g := &Grant{names: names, tokens: make([]int64, len(names)), leaseOf: make([]*lease, len(names)), handoff: true}
+	g := &Grant{c: c, names: names, tokens: make([]int64, len(names)), leaseOf: make([]*lease, len(names)), handoff: true}
 	for i, name := range names {
 		if c.slots.tryAcquire(name) {
 			continue

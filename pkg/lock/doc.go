@@ -12,11 +12,14 @@
 //     (TTL/3 by default). When a renewal finds the lock gone, or none succeeds
 //     before the lease would end, the function's context is cancelled at once with
 //     a cause wrapping ErrLeaseLost. The watchdog stops before Do returns.
-//   - Fencing tokens. Each grant carries, per resource, a number larger than any
-//     issued before for it, handed out only to the current holder (the script that
-//     issues them checks the lock first). Give it to the store with every write the
-//     lock protects, and have the store refuse a token older than one it has
-//     accepted: a holder paused past its lease then cannot write.
+//   - Fencing tokens. Each grant carries, per resource, a number above the ones
+//     issued before it (see "Fencing tokens" below for the exact terms), handed out
+//     only to the current holder (the script that issues them checks the lock
+//     first). Give it to the store with every write the lock protects, and have the
+//     store refuse a token not above the largest it has accepted: a holder paused
+//     past its lease then cannot write. When the store refuses a token because
+//     Redis lost the counter's latest writes, Grant.Advance moves the counter past
+//     it for the current holder.
 //   - Waiting without a polling storm. Callers of one Client queue per resource in
 //     FIFO order, so only the head of the queue talks to Redis. A release is
 //     announced on a pub/sub channel and wakes the waiters of other processes at
@@ -38,20 +41,34 @@
 // with any key the service keeps for the resource. Releases are announced on
 // <namespace>:lock:released.
 //
-// # Tokens when Redis restarts without persistence
+// # Fencing tokens
 //
-// A Redis that restarts empty loses every lock and every token counter. The
-// holders of the lost locks notice at their next renewal and are cancelled; a
-// stale holder that writes before it notices is refused by the store once anyone
-// has written with a newer token. A counter that does not exist is created at the
-// server's clock in microseconds (TIME) rather than at zero, so tokens issued after
-// the restart are above those issued before it, and the store, which keeps the
-// largest token it has accepted per resource, goes on accepting them. This holds
-// while fewer than a million tokens per second are taken for one resource
-// (MaxHandoffs+1 per lease obtained) and the Redis host's clock does not step back
-// across the restart; should it, the store refuses the new holders' writes (safe)
-// until the counter passes the stored token. The same seeding lets a counter
-// unused for a week expire instead of living forever.
+// A token counter is a hybrid clock: before a block of tokens is taken, a
+// counter behind the Redis server's clock in microseconds (TIME) is moved up to
+// it. What follows, per resource:
+//
+//   - While Redis loses no write, tokens strictly increase, and no two grants
+//     carry the same one (a cohort's holders take successive tokens of the block
+//     reserved with the lease).
+//   - When Redis loses writes (a restart without persistence, a failover to a
+//     replica that had not received them, a restore from an old snapshot), a
+//     token issued afterwards is still above every token issued before, provided
+//     that the clock of the Redis now serving reads later than the clock of the one
+//     that issued the lost tokens did when it issued them (in step to within the
+//     time the loss took: a failover takes seconds), and that fewer than a million
+//     tokens per second were taken for that resource (a counter taken faster runs
+//     ahead of the clock, and the lead is what a loss can repeat).
+//   - When either condition fails, a token can repeat one issued before. Redis
+//     cannot tell; the store can, if it keeps the largest token it has accepted per
+//     resource and refuses any token not above it (equal included: two grants never
+//     commit under one token). The holder then calls Grant.Advance with the token
+//     the store has, which moves the counter above it and returns a new token, in
+//     one script that first checks the lock is still the caller's. A holder that
+//     has lost its lock gets ErrLeaseLost instead; one that still holds it writes
+//     after one more round trip.
+//
+// So the store, not Redis, is what makes tokens safe: Redis keeps them large
+// enough that the store rarely has to refuse one.
 //
 // # Deadlines
 //

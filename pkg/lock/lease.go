@@ -59,6 +59,18 @@ func (l *lease) take(now time.Time, minLeft time.Duration) ([]int64, bool) {
 	return out, true
 }
 
+// spend gives up the rest of the token block: a token was advanced past it, so
+// the block's remaining tokens may be refused, and the next local holder obtains
+// the lease anew instead.
+func (l *lease) spend() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	copy(l.next, l.top)
+	for i := range l.next {
+		l.next[i]++
+	}
+}
+
 func (l *lease) renewed(sentAt time.Time, validity time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

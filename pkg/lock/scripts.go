@@ -11,13 +11,13 @@ import (
 
 // fenceLua issues fencing tokens to the current holder only: it checks that every
 // lock key still holds the caller's value, then reserves a block of tokens per
-// resource with INCRBY and returns the top of each block. A counter that does not
-// exist (first use, or Redis restarted without persistence) is seeded from the
-// server's clock in microseconds, so tokens issued after a restart are larger than
-// those issued before it as long as fewer than a million tokens per second were
-// taken for that resource.
+// resource and returns the top of each block. A counter is a hybrid clock: when
+// it is behind the server's clock in microseconds (TIME), it is moved up to it
+// before the block is added. A counter Redis lost (a restart without
+// persistence, a failover to a replica that lagged) so comes back above the
+// tokens it had issued; see the package documentation for the exact terms.
 //
-// The same seeding lets a counter expire: one unused for a week (a resource no
+// The same clock lets a counter expire: one unused for a week (a resource no
 // longer sold, or a name someone made up) is dropped, and comes back above its
 // old value if the resource is locked again.
 //
@@ -31,6 +31,19 @@ var fenceScript = redis.NewScript(fenceLua)
 
 // fenceTTL is how long an unused fence counter lives.
 const fenceTTL = 7 * 24 * time.Hour
+
+// advanceLua moves one resource's counter above a token the store has already
+// accepted, for the current holder only, and returns the new token: the largest
+// of the counter, the server's clock in microseconds and the accepted token, plus
+// one.
+//
+// KEYS: lock, fence   ARGV: value, accepted token, counter TTL ms
+//
+//go:embed advance.lua
+var advanceLua string
+
+// advanceScript runs advance.lua (EVALSHA, falling back to EVAL).
+var advanceScript = redis.NewScript(advanceLua)
 
 // releaseLua deletes the lock keys that still hold the caller's value and
 // announces each release on the namespace's channel, in one round trip. A key that
