@@ -224,7 +224,7 @@ func (c *cluster) verify(r *result, s loadSummary) {
 		t.Errorf("%d acknowledged orders are missing (I2): %v", len(missing), sample(missing))
 	}
 
-	// I3: committed fencing tokens never go down, per SKU, in the ledger's order.
+	// I3: committed fencing tokens strictly increase per SKU from one commit to the next.
 	r.FencesMonotonic = c.fencesMonotonic(ctx)
 
 	// I4: the cache converges to the database, or is absent.
@@ -291,29 +291,40 @@ func (c *cluster) missingFromDB(ctx context.Context, ids []string) []string {
 }
 
 // fencesMonotonic checks I3 in the database: per SKU, the fencing tokens of the
-// ledger's entries never go down in the entries' order (an entry is written in
-// the transaction that wrote the SKU's row, after it, so the ledger's order per
-// SKU is the order of commits), and the SKU's row holds the largest of them.
+// ledger's entries strictly increase from one committing transaction to the next
+// (an entry is written in the transaction that wrote the SKU's row, after it, so
+// the ledger's order per SKU is the order of commits; xmin names the
+// transaction), the entries of one transaction share one token, and the SKU's
+// row holds the largest. Two grants that committed under one token fail it.
 func (c *cluster) fencesMonotonic(ctx context.Context) bool {
 	t := c.t
-	rows, err := c.db.QueryContext(ctx, "SELECT sku, fence FROM stock_ledger ORDER BY sku, id")
+	rows, err := c.db.QueryContext(ctx, "SELECT sku, fence, xmin::text FROM stock_ledger ORDER BY sku, id")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = rows.Close() }()
-	last := map[string]int64{}
+	type commit struct {
+		xid   string
+		fence int64
+	}
+	last := map[string]commit{}
 	ok := true
 	for rows.Next() {
-		var sku string
+		var sku, xid string
 		var fence int64
-		if err := rows.Scan(&sku, &fence); err != nil {
+		if err := rows.Scan(&sku, &fence, &xid); err != nil {
 			t.Fatal(err)
 		}
-		if prev, seen := last[sku]; seen && fence < prev {
-			t.Errorf("I3: %s: a fence %d committed after %d", sku, fence, prev)
+		prev, seen := last[sku]
+		switch {
+		case seen && xid == prev.xid && fence != prev.fence:
+			t.Errorf("I3: %s: one transaction committed tokens %d and %d", sku, prev.fence, fence)
+			ok = false
+		case seen && xid != prev.xid && fence <= prev.fence:
+			t.Errorf("I3: %s: token %d committed after %d by another transaction", sku, fence, prev.fence)
 			ok = false
 		}
-		last[sku] = max(last[sku], fence)
+		last[sku] = commit{xid: xid, fence: max(prev.fence, fence)}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -326,8 +337,8 @@ func (c *cluster) fencesMonotonic(ctx context.Context) bool {
 		t.Fatal(err)
 	}
 	for _, s := range skus {
-		if s.Fence != last[s.SKU] {
-			t.Errorf("I3: %s: the row's fence %d, the ledger's largest %d", s.SKU, s.Fence, last[s.SKU])
+		if s.Fence != last[s.SKU].fence {
+			t.Errorf("I3: %s: the row's fence %d, the ledger's largest %d", s.SKU, s.Fence, last[s.SKU].fence)
 			ok = false
 		}
 	}

@@ -50,7 +50,7 @@ func conflict(err error) error {
 // nil, and counts them sold; or says why it cannot.
 func (s *Store) decrement(tx *gorm.DB, totals []orders.Item, fences orders.Fences) error {
 	now := s.now()
-	for _, it := range totals {
+	for i, it := range totals {
 		var res *gorm.DB
 		if fences == nil {
 			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, updated_at = ? WHERE sku = ? AND available >= ?",
@@ -58,20 +58,23 @@ func (s *Store) decrement(tx *gorm.DB, totals []orders.Item, fences orders.Fence
 		} else {
 			tok := fences[it.SKU]
 			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, fence = ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ? AND fence <= ?", it.Quantity, it.Quantity, tok, now, it.SKU, it.Quantity, tok)
+				"WHERE sku = ? AND available >= ? AND fence < ?", it.Quantity, it.Quantity, tok, now, it.SKU, it.Quantity, tok)
 		}
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			return whyRefused(tx, totals, fences)
+			// The SKUs before this one were updated in this transaction (their
+			// fence is now the caller's own): only this one and the rest are judged.
+			return whyRefused(tx, totals[i:], fences)
 		}
 	}
 	return nil
 }
 
 // whyRefused tells a stale fence from missing stock after a guarded update
-// touched no row. A stale fence wins: the caller is not the holder any more.
+// touched no row. A stale fence wins: the caller is not the holder any more, or
+// its token repeats one committed (the caller may advance it and try again).
 func whyRefused(tx *gorm.DB, items []orders.Item, fences orders.Fences) error {
 	var rows []skuRow
 	if err := tx.Where("sku IN ?", orders.SKUs(items)).Find(&rows).Error; err != nil {
@@ -84,7 +87,7 @@ func whyRefused(tx *gorm.DB, items []orders.Item, fences orders.Fences) error {
 	var short []string
 	for _, it := range items {
 		r, ok := bySKU[it.SKU]
-		if ok && fences != nil && r.Fence > fences[it.SKU] {
+		if ok && fences != nil && r.Fence >= fences[it.SKU] {
 			return &orders.StaleFenceError{SKU: it.SKU, Token: fences[it.SKU], Last: r.Fence}
 		}
 		if !ok || r.Available < int64(it.Quantity) {

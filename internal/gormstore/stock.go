@@ -64,7 +64,7 @@ func (s *Store) addStock(tx *gorm.DB, sku string, quantity, fence int64, counter
 		res = tx.Exec("UPDATE skus SET available = available + ?, "+counter+", updated_at = ? WHERE sku = ?",
 			quantity, quantity, s.now(), sku)
 	} else {
-		res = tx.Exec("UPDATE skus SET available = available + ?, "+counter+", fence = ?, updated_at = ? WHERE sku = ? AND fence <= ?",
+		res = tx.Exec("UPDATE skus SET available = available + ?, "+counter+", fence = ?, updated_at = ? WHERE sku = ? AND fence < ?",
 			quantity, quantity, fence, s.now(), sku, fence)
 	}
 	if res.Error != nil {

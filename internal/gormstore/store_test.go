@@ -125,8 +125,15 @@ func testFencing(t *testing.T, kind string) {
 	if !errors.As(err, &stale) || stale.Token != 99 || stale.Last != 100 {
 		t.Fatalf("got %v, want a stale fence (99 after 100)", err)
 	}
-	if _, err := place(s, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 100}, ""); err != nil {
-		t.Fatalf("the same token again: %v", err)
+	// Two grants never commit under one token: the same token again is refused.
+	if _, err := place(s, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 100}, ""); !errors.As(err, &stale) || stale.Token != 100 || stale.Last != 100 {
+		t.Fatalf("the same token again: %v, want a stale fence (100 after 100)", err)
+	}
+	if _, err := s.Restock(ctx, "A-1", 1, 100); !errors.Is(err, orders.ErrStaleFence) {
+		t.Fatalf("restock under the committed token: %v, want ErrStaleFence", err)
+	}
+	if _, err := place(s, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 101}, ""); err != nil {
+		t.Fatalf("the next token: %v", err)
 	}
 	if _, err := place(s, order("o3", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 150}, ""); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ var (
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with another request")
 	ErrIdempotencyConflict = errors.New("idempotency key recorded by a concurrent request")
 	ErrBusy                = errors.New("the SKU lock could not be had in time")
-	ErrStaleFence          = errors.New("write refused: a newer lock holder has written")
+	ErrStaleFence          = errors.New("write refused: the database has committed this fencing token or a newer one")
 	ErrLeaseLost           = errors.New("the SKU lock was lost during the request")
 	ErrUnavailable         = errors.New("a backing service is unavailable")
 	ErrOverloaded          = errors.New("too many orders waiting for this SKU: try again")
@@ -57,8 +57,8 @@ func (e *InsufficientStockError) Error() string {
 // Is makes errors.Is(err, ErrInsufficientStock) true.
 func (e *InsufficientStockError) Is(target error) bool { return target == ErrInsufficientStock }
 
-// StaleFenceError is the store's refusal of a write whose fencing token is older
-// than the last one committed for SKU. It matches ErrStaleFence.
+// StaleFenceError is the store's refusal of a write whose fencing token is not
+// above Last, the one committed for SKU. It matches ErrStaleFence.
 type StaleFenceError struct {
 	SKU         string
 	Token, Last int64

@@ -6,8 +6,9 @@ import (
 )
 
 // Store is the database: the source of truth for stock, orders, the ledger and
-// idempotency records. Writes that take Fences refuse a token older than the
-// last one committed for a SKU with a *StaleFenceError.
+// idempotency records, and the authority on fencing tokens. Writes that take
+// Fences refuse a token not above the last one committed for a SKU (equal
+// included: two grants never commit under one token) with a *StaleFenceError.
 type Store interface {
 	// Available returns the available stock of the SKUs that exist.
 	Available(ctx context.Context, skus []string) (map[string]int64, error)
@@ -52,12 +53,23 @@ type Cache interface {
 	Delete(ctx context.Context, skus []string) error
 }
 
-// Locker runs fn holding the per-SKU locks of skus, passing the fencing tokens
-// (nil for a lock that issues none). It returns ErrBusy when the locks cannot be
-// had in time and wraps ErrLeaseLost when a lock is lost while fn runs (fn's
-// context is then cancelled).
+// Locker runs fn holding the per-SKU locks of skus. It returns ErrBusy when the
+// locks cannot be had in time and wraps ErrLeaseLost when a lock is lost while fn
+// runs (fn's context is then cancelled).
 type Locker interface {
-	WithLocks(ctx context.Context, skus []string, fn func(ctx context.Context, fences Fences) error) error
+	WithLocks(ctx context.Context, skus []string, fn func(ctx context.Context, g Grant) error) error
+}
+
+// Grant is what a lock holder has: the fencing tokens of its SKUs, and a way to
+// replace one the store refused because it had committed that token or a larger
+// one (Redis lost the counter's latest writes in a failover, say).
+type Grant interface {
+	// Fences returns the tokens, nil for a lock that issues none. Advance
+	// updates the map in place.
+	Fences() Fences
+	// Advance replaces the token of sku with one above past, issued to this
+	// holder only. It fails, wrapping ErrLeaseLost, when the lock is not held.
+	Advance(ctx context.Context, sku string, past int64) error
 }
 
 // Reserver is redis-atomic's gate: stock counters in Redis, checked and

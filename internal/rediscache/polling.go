@@ -35,8 +35,8 @@ func NewPollingLocker(rdb redis.UniversalClient, keys lock.Keys, ttl, wait time.
 	return &PollingLocker{c: redislock.New(rdb), keys: keys, ttl: ttl, wait: wait}
 }
 
-// WithLocks runs fn holding the locks of skus; fences is nil.
-func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Fences) error) error {
+// WithLocks runs fn holding the locks of skus, with no fencing tokens.
+func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
 	skus = slices.Compact(slices.Sorted(slices.Values(skus)))
 	wctx, cancel := context.WithTimeout(ctx, l.wait)
 	defer cancel()
@@ -65,5 +65,17 @@ func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(co
 	}
 	fctx, cancelWork := context.WithDeadline(ctx, deadline) // no renewal: the first lease bounds the work
 	defer cancelWork()
-	return fn(fctx, nil)
+	return fn(fctx, unfenced{})
+}
+
+// unfenced is the grant of a lock that issues no tokens.
+type unfenced struct{}
+
+var _ orders.Grant = unfenced{}
+
+func (unfenced) Fences() orders.Fences { return nil }
+
+// Advance is never needed: without tokens the store fences nothing.
+func (unfenced) Advance(context.Context, string, int64) error {
+	return errors.New("lock-polling issues no fencing tokens to advance")
 }

@@ -174,7 +174,7 @@ var _ orders.Locker = (*Locker)(nil)
 func NewLocker(c *lock.Client) *Locker { return &Locker{c: c} }
 
 // WithLocks runs fn holding the locks of skus, with their fencing tokens.
-func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Fences) error) error {
+func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
 	ran := false
 	err := l.c.Do(ctx, skus, func(ctx context.Context, g *lock.Grant) error {
 		ran = true
@@ -182,7 +182,7 @@ func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.C
 		for _, sku := range g.Names() {
 			fences[sku] = g.Token(sku)
 		}
-		return fn(ctx, fences)
+		return fn(ctx, grant{g: g, fences: fences})
 	})
 	switch {
 	case err == nil:
@@ -196,4 +196,27 @@ func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.C
 	default: // the lock could not talk to Redis
 		return fmt.Errorf("%w: %w", orders.ErrUnavailable, err)
 	}
+}
+
+// grant adapts a pkg/lock Grant to orders.Grant.
+type grant struct {
+	g      *lock.Grant
+	fences orders.Fences
+}
+
+var _ orders.Grant = grant{}
+
+func (g grant) Fences() orders.Fences { return g.fences }
+
+// Advance moves the token of sku above past, in Redis and in Fences.
+func (g grant) Advance(ctx context.Context, sku string, past int64) error {
+	n, err := g.g.Advance(ctx, sku, past)
+	switch {
+	case errors.Is(err, lock.ErrLeaseLost):
+		return fmt.Errorf("%w: %w", orders.ErrLeaseLost, err)
+	case err != nil:
+		return fmt.Errorf("%w: %w", orders.ErrUnavailable, err)
+	}
+	g.fences[sku] = n
+	return nil
 }

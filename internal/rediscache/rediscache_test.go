@@ -81,12 +81,17 @@ func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
 	a, b := newLocker(), newLocker()
 	ctx := context.Background()
 	mine := errors.New("mine")
-	err := a.WithLocks(ctx, []string{"A"}, func(ctx context.Context, f orders.Fences) error {
+	err := a.WithLocks(ctx, []string{"A"}, func(ctx context.Context, g orders.Grant) error {
+		f := g.Fences()
 		if f["A"] <= 0 {
 			t.Errorf("no fencing token: %v", f)
 		}
-		if err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Fences) error { return nil }); !errors.Is(err, orders.ErrBusy) {
+		if err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Grant) error { return nil }); !errors.Is(err, orders.ErrBusy) {
 			t.Errorf("while held elsewhere: %v, want ErrBusy", err)
+		}
+		committed := f["A"] + 1_000_000_000_000 // a store that has seen a larger token
+		if err := g.Advance(ctx, "A", committed); err != nil || g.Fences()["A"] <= committed {
+			t.Errorf("advance: %v, token %d; want one above %d", err, g.Fences()["A"], committed)
 		}
 		return mine
 	})
@@ -137,12 +142,12 @@ func TestPollingLockerExcludesAndTimesOut(t *testing.T) {
 	a := rediscache.NewPollingLocker(r.Client(t), keys, 5*time.Second, 2*time.Second)
 	b := rediscache.NewPollingLocker(r.Client(t), keys, 5*time.Second, 100*time.Millisecond)
 	ctx := context.Background()
-	err := a.WithLocks(ctx, []string{"B", "A"}, func(ctx context.Context, f orders.Fences) error {
-		if f != nil {
+	err := a.WithLocks(ctx, []string{"B", "A"}, func(ctx context.Context, g orders.Grant) error {
+		if f := g.Fences(); f != nil {
 			t.Errorf("lock-polling has no fencing tokens, got %v", f)
 		}
 		// Held by a: b waits its 100ms and gives up.
-		err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Fences) error {
+		err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Grant) error {
 			t.Error("b ran while a held A")
 			return nil
 		})
@@ -155,7 +160,7 @@ func TestPollingLockerExcludesAndTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := false
-	if err := b.WithLocks(ctx, []string{"A", "B"}, func(context.Context, orders.Fences) error { ran = true; return nil }); err != nil || !ran {
+	if err := b.WithLocks(ctx, []string{"A", "B"}, func(context.Context, orders.Grant) error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("after a released: %v ran=%v", err, ran)
 	}
 }

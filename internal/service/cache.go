@@ -53,10 +53,17 @@ func (s *Service) reload(ctx context.Context, v *stockView) error {
 	if err != nil {
 		return err
 	}
+	var wrong []string
 	for sku, n := range fresh {
 		if c, ok := v.available[sku]; ok && c != n {
 			s.obs.CacheRepaired(sku)
+			wrong = append(wrong, sku)
 		}
+	}
+	if len(wrong) > 0 {
+		// Deleted, not overwritten: the entry may carry a token above ours (one a
+		// lost Redis history issued, say), and a fenced write would leave it be.
+		s.deleteCache(ctx, wrong)
 	}
 	v.available, v.loaded, v.fromDB = fresh, fresh, true
 	return nil

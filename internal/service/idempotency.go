@@ -112,10 +112,13 @@ func replayOf(r result, hash, firstHash string) result {
 }
 
 // commitOne places one order in its own transaction, guarded by the database
-// alone, records its refusal when the stock is short, and replays the record
-// when its key was written meanwhile.
-func (s *Service) commitOne(ctx context.Context, p orders.Placement, fences orders.Fences) result {
-	_, err := s.store.Commit(ctx, orders.Batch{Placed: []orders.Placement{p}}, fences)
+// alone (and the grant's tokens, if any), records its refusal when the stock is
+// short, and replays the record when its key was written meanwhile.
+func (s *Service) commitOne(ctx context.Context, p orders.Placement, g orders.Grant) result {
+	err := s.fenced(ctx, g, func(fences orders.Fences) error {
+		_, err := s.store.Commit(ctx, orders.Batch{Placed: []orders.Placement{p}}, fences)
+		return err
+	})
 	var short *orders.InsufficientStockError
 	switch {
 	case err == nil:

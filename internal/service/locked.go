@@ -64,9 +64,9 @@ func (l lockBatch) place(ctx context.Context, p orders.Placement) result {
 // the critical section (a lost lease, say) gets the reason, not "cancelled".
 func (s *Service) locked(ctx context.Context, skus []string, take func() []orders.Placement) ([]result, error) {
 	var rs []result
-	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, fences orders.Fences) error {
+	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
 		if ps := take(); len(ps) > 0 {
-			rs = s.serve(ctx, ps, fences)
+			rs = s.serve(ctx, ps, g)
 		}
 		return context.Cause(ctx) // a lease lost meanwhile, for WithLocks to name
 	})
@@ -84,11 +84,11 @@ func (s *Service) locked(ctx context.Context, skus []string, take func() []order
 // serve decides, commits and answers placements for one SKU set under its
 // locks: replays and repeated keys first, then each order in arrival order
 // against the stock left by those before it, then one commit, then the cache.
-func (s *Service) serve(ctx context.Context, ps []orders.Placement, fences orders.Fences) []result {
+func (s *Service) serve(ctx context.Context, ps []orders.Placement, g orders.Grant) []result {
 	rs := make([]result, len(ps))
 	live, dupOf, err := s.dedupe(ctx, ps, rs)
 	if err == nil && len(live) > 0 {
-		err = s.decideAndCommit(ctx, ps, live, fences, rs)
+		err = s.decideAndCommit(ctx, ps, live, g, rs)
 	}
 	for i, j := range dupOf {
 		rs[i] = replayOf(rs[j], ps[i].Hash, ps[j].Hash)
@@ -108,7 +108,7 @@ func (s *Service) serve(ctx context.Context, ps []orders.Placement, fences order
 // and repairs the cache: the stock is read from the cache (the database for what
 // it misses), and a refusal or a commit the database refuses is decided again
 // on the database's numbers, never on the cache's word alone (I4).
-func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, live []int, fences orders.Fences, rs []result) error {
+func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, live []int, g orders.Grant, rs []result) error {
 	skus := orders.SKUs(ps[live[0]].Order.Items)
 	st, err := s.readStock(ctx, skus)
 	if err != nil {
@@ -121,23 +121,23 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 		}
 		d = decide(ps, live, st.available)
 	}
-	after, err := s.commit(ctx, ps, d, fences)
+	after, err := s.commit(ctx, ps, d, g)
 	if errors.Is(err, orders.ErrInsufficientStock) && !st.fromDB { // the cache was wrong
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
 		d = decide(ps, live, st.available)
-		after, err = s.commit(ctx, ps, d, fences)
+		after, err = s.commit(ctx, ps, d, g)
 	}
 	switch {
 	case err == nil:
-		s.setCache(ctx, orElse(after, st.loaded), fences) // nothing written: cache what was read
+		s.setCache(ctx, orElse(after, st.loaded), fencesOf(g)) // nothing written: cache what was read
 		d.answer(ps, rs)
 		return nil
 	case errors.Is(err, orders.ErrIdempotencyConflict): // a key recorded by another request meanwhile: one by one
 		s.deleteCache(ctx, skus)
 		for _, i := range live {
-			rs[i] = s.commitOne(ctx, ps[i], fences)
+			rs[i] = s.commitOne(ctx, ps[i], g)
 		}
 		return nil
 	}
@@ -182,7 +182,7 @@ func (d decision) answer(ps []orders.Placement, rs []result) {
 }
 
 // commit writes a decision: the orders placed, and the refusals under their keys.
-func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision, fences orders.Fences) (map[string]int64, error) {
+func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision, g orders.Grant) (map[string]int64, error) {
 	var b orders.Batch
 	for _, i := range d.placed {
 		b.Placed = append(b.Placed, ps[i])
@@ -196,7 +196,13 @@ func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision,
 	if len(b.Placed)+len(b.Refused) == 0 {
 		return nil, nil
 	}
-	return s.store.Commit(ctx, b, fences)
+	var after map[string]int64
+	err := s.fenced(ctx, g, func(fences orders.Fences) error {
+		var err error
+		after, err = s.store.Commit(ctx, b, fences)
+		return err
+	})
+	return after, err
 }
 
 func shortOf(items []orders.Item, available map[string]int64) []string {

@@ -175,13 +175,19 @@ func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
 	}
 	skus := orders.SKUs(o.Items)
 	var out orders.Order
-	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, fences orders.Fences) error {
-		cancelled, after, err := s.store.Cancel(ctx, id, fences, s.now().UTC())
+	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
+		var cancelled orders.Order
+		var after map[string]int64
+		err := s.fenced(ctx, g, func(fences orders.Fences) error {
+			var err error
+			cancelled, after, err = s.store.Cancel(ctx, id, fences, s.now().UTC())
+			return err
+		})
 		if err != nil {
 			s.afterFailure(ctx, skus, err)
 			return err
 		}
-		s.setCache(ctx, after, fences)
+		s.setCache(ctx, after, g.Fences())
 		s.dropReservations(ctx, skus)
 		out = cancelled
 		return nil
@@ -201,13 +207,18 @@ func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orde
 	if len(errs) > 0 {
 		return orders.Stock{}, &orders.ValidationError{Fields: errs}
 	}
-	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, fences orders.Fences) error {
-		available, err := s.store.Restock(ctx, sku, quantity, fences[sku])
+	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, g orders.Grant) error {
+		var available int64
+		err := s.fenced(ctx, g, func(fences orders.Fences) error {
+			var err error
+			available, err = s.store.Restock(ctx, sku, quantity, fences[sku])
+			return err
+		})
 		if err != nil {
 			s.afterFailure(ctx, []string{sku}, err)
 			return err
 		}
-		s.setCache(ctx, map[string]int64{sku: available}, fences)
+		s.setCache(ctx, map[string]int64{sku: available}, g.Fences())
 		s.dropReservations(ctx, []string{sku})
 		return nil
 	})

@@ -280,15 +280,51 @@ func TestIdempotentRetryCreatesOneOrder(t *testing.T) {
 }
 
 // staleLocker hands out tokens below what the database has committed, as a holder
-// paused past its lease would hold.
+// paused past its lease would hold: its lock is gone, so it cannot advance them.
 type staleLocker struct{ token int64 }
 
-func (s staleLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Fences) error) error {
+func (s staleLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
+	return fn(ctx, newFakeGrant(skus, s.token, false))
+}
+
+// fakeGrant is a grant with fixed tokens. One that holds its lock advances a
+// token as pkg/lock does, to one above the store's; one that lost it cannot.
+type fakeGrant struct {
+	fences   orders.Fences
+	holds    bool
+	advanced *atomic.Int64
+}
+
+func newFakeGrant(skus []string, token int64, holds bool) fakeGrant {
 	f := orders.Fences{}
 	for _, sku := range skus {
-		f[sku] = s.token
+		f[sku] = token
 	}
-	return fn(ctx, f)
+	return fakeGrant{fences: f, holds: holds, advanced: new(atomic.Int64)}
+}
+
+func (g fakeGrant) Fences() orders.Fences { return g.fences }
+
+func (g fakeGrant) Advance(_ context.Context, sku string, past int64) error {
+	if !g.holds {
+		return fmt.Errorf("%w: taken over", orders.ErrLeaseLost)
+	}
+	g.advanced.Add(1)
+	g.fences[sku] = past + 1
+	return nil
+}
+
+// laggingLocker holds the lock but hands out a token the database has already
+// committed, as a counter on a promoted replica that lagged would.
+type laggingLocker struct {
+	token    int64
+	advanced *atomic.Int64
+}
+
+func (l laggingLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
+	g := newFakeGrant(skus, l.token, true)
+	g.advanced = l.advanced
+	return fn(ctx, g)
 }
 
 func TestStaleHolderIsRefusedAndCounted(t *testing.T) {
@@ -307,6 +343,80 @@ func TestStaleHolderIsRefusedAndCounted(t *testing.T) {
 		st, _ := live.svc.Stock(ctx, "A")
 		if st.Sold != 0 || st.Available != 5 {
 			t.Fatalf("the stale holder wrote: %+v", st)
+		}
+	})
+}
+
+// A holder whose token repeats one the database committed (Redis lost the
+// counter's latest writes) writes after advancing it once, every committed
+// token stays unique (I3: strictly increasing per grant), and nothing is
+// refused.
+func TestRepeatedTokenIsAdvancedPastTheCommittedOne(t *testing.T) {
+	forEachLockedStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
+		w := newWorld(t, kind)
+		ctx := context.Background()
+		if _, err := w.replicaOf(t, strategy, staleLocker{token: 1000}).svc.Restock(ctx, "A", 5); err != nil {
+			t.Fatal(err) // commits token 1000 (a lock that lost its lock can still write while the store allows it)
+		}
+		advanced := new(atomic.Int64)
+		lagging := w.replicaOf(t, strategy, laggingLocker{token: 1000, advanced: advanced})
+		for i := range 2 { // the second grant repeats 1000 too, now below the store's 1001
+			if _, err := lagging.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}}); err != nil {
+				t.Fatalf("order %d: %v", i, err)
+			}
+		}
+		if _, err := lagging.svc.Restock(ctx, "A", 1); err != nil {
+			t.Fatal(err)
+		}
+		if n := advanced.Load(); n != 3 {
+			t.Fatalf("%d advances, want one per write", n)
+		}
+		st, err := lagging.store.Stock(ctx, "A")
+		if err != nil || st.Sold != 2 || st.Available != 4 {
+			t.Fatalf("stock %+v (%v); want 2 sold and 4 available", st, err)
+		}
+		fences := ledgerFences(t, w.dbURL, "A")
+		for i := 1; i < len(fences); i++ {
+			if fences[i] <= fences[i-1] {
+				t.Fatalf("ledger fences %v: a token was committed twice or went back", fences)
+			}
+		}
+	})
+}
+
+// After a failover the promoted Redis can hold an old cache entry saying 0 under
+// a token above ours. An order for a SKU the database has stock of is placed,
+// not refused on the cache's word; nothing false is stored under its key; and
+// the entry is repaired.
+func TestStaleCacheEntryNeverRefusesAnOrder(t *testing.T) {
+	forEachLockedStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
+		w := newWorld(t, kind)
+		r := w.replicaOf(t, strategy, nil)
+		ctx := context.Background()
+		if _, err := r.svc.Restock(ctx, "A", 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.cache.Delete(ctx, []string{"A"}); err != nil {
+			t.Fatal(err)
+		}
+		farAhead := orders.Fences{"A": time.Now().Add(time.Hour).UnixMicro()}
+		if err := r.cache.Set(ctx, map[string]int64{"A": 0}, farAhead); err != nil {
+			t.Fatal(err)
+		}
+		req := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}, IdempotencyKey: "after-failover"}
+		first, err := r.svc.Place(ctx, req)
+		if err != nil {
+			t.Fatalf("refused while the database had 5: %v", err)
+		}
+		again, err := r.svc.Place(ctx, req)
+		if err != nil || !again.Replayed || again.Order.ID != first.Order.ID {
+			t.Fatalf("retry: %+v %v; want a replay of the order", again, err)
+		}
+		if got, err := r.cache.Get(ctx, []string{"A"}); err != nil || (got["A"] != 3 && len(got) != 0) {
+			t.Fatalf("cache %v (%v) after the repair; want 3 or no entry", got, err)
+		}
+		if _, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 3}}}); err != nil {
+			t.Fatalf("the next order after the repair: %v", err)
 		}
 	})
 }
@@ -346,7 +456,7 @@ type gateLocker struct {
 	inner orders.Locker
 }
 
-func (g gateLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Fences) error) error {
+func (g gateLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
 	select {
 	case <-g.open:
 	case <-ctx.Done():
@@ -517,4 +627,24 @@ func defaultKind() string {
 		return testenv.Postgres
 	}
 	return testenv.SQLite
+}
+
+// ledgerFences reads the fencing tokens of sku's ledger entries straight from
+// the database, in the order they were written.
+func ledgerFences(t *testing.T, dbURL, sku string) []int64 {
+	t.Helper()
+	db, err := gormstore.Open(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	defer func() { _ = sqlDB.Close() }()
+	var fences []int64
+	if err := db.Raw("SELECT fence FROM stock_ledger WHERE sku = ? ORDER BY id", sku).Scan(&fences).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(fences) == 0 {
+		t.Fatalf("no ledger entries for %s", sku)
+	}
+	return fences
 }
