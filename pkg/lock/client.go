@@ -24,7 +24,9 @@ type Client struct {
 
 // New returns a Client on rdb, a standalone, Sentinel or Cluster client. Set
 // ContextTimeoutEnabled on it so that a stalled Redis cannot hold a call past its
-// deadline. Close the Client when done.
+// deadline. On a Cluster client, a call that fails without a reply from Redis
+// asks it to reload its slot map, so that the slots of a master that died are
+// found on its promoted replica. Close the Client when done.
 func New(rdb redis.UniversalClient, opt *Options) (*Client, error) {
 	o, err := opt.withDefaults()
 	if err != nil {
