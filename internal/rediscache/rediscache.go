@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,8 +42,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis cluster url: %w", err)
 		}
-		opt.ContextTimeoutEnabled = true
-		return redis.NewClusterClient(opt), nil
+		return newClusterClient(opt), nil
 	default:
 		opt, err := redis.ParseURL(rawURL)
 		if err != nil {
@@ -51,6 +51,62 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
 	}
+}
+
+// newClusterClient returns a Cluster client that honours context deadlines and
+// reloads its slot map whenever a command fails without a Redis reply.
+func newClusterClient(opt *redis.ClusterOptions) *redis.ClusterClient {
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClusterClient(opt)
+	c.AddHook(reloadOnFailure{c})
+	return c
+}
+
+// reloadOnFailure asks its Cluster client to reload the slot map after a command
+// failed without a reply from Redis (a refused dial, a broken connection, a
+// timeout): its node may have died and its slots moved to a promoted replica.
+//
+// Why: go-redis's ClusterClient.process retries a command that cannot dial its
+// slot's master and marks the node failing, yet clusterState.slotMasterNode
+// routes the slot to it all the same; the map is reloaded only on a MOVED or ASK
+// reply, which a dead node never sends, or once it is older than
+// ClusterStateReloadInterval (60s by default). Without this hook the cache and
+// the redis-atomic counters of a failed-over master's SKUs stayed unreachable for
+// up to a minute after its replica took over. pkg/lock does the same for its own
+// calls, whatever client it is given. ReloadState is coalesced by go-redis (one
+// CLUSTER SLOTS at a time, then 200ms apart) and runs in the background.
+type reloadOnFailure struct{ c *redis.ClusterClient }
+
+// DialHook leaves dialling alone: the commands' errors say enough.
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook reloads the slot map after a command fails without a reply.
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if unanswered(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook reloads the slot map after any command of a pipeline fails
+// without a reply.
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err != nil && slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return unanswered(c.Err()) }) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+// unanswered reports whether err is an error other than a Redis reply.
+func unanswered(err error) bool {
+	var reply redis.Error // redis.Nil included
+	return err != nil && !errors.As(err, &reply)
 }
 
 // Cache is the stock cache. Entries expire after TTL, so that a cache nobody

@@ -107,6 +107,7 @@ func (c *Client) renew(ctx context.Context, l *lease) error {
 	defer cancel()
 	sent := time.Now()
 	if err := l.lk.Refresh(ctx, c.opt.TTL, nil); err != nil {
+		reloadOnFailure(ctx, c.rdb, err)
 		return err
 	}
 	l.renewed(sent, c.validity())
@@ -178,6 +179,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 	sent := time.Now()
 	lk, err := c.rl.ObtainMulti(ctx, keys, c.opt.TTL, &redislock.Options{Token: token})
 	if err != nil {
+		reloadOnFailure(ctx, c.rdb, err)
 		if !errors.Is(err, redislock.ErrNotObtained) {
 			// The SET may have been applied before the call failed (a timeout): undo
 			// it with the token we chose, or the resource stays locked for a TTL.
@@ -191,6 +193,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 	}
 	tops, err := fenceScript.Run(ctx, c.rdb, fence, lk.Token()+lk.Metadata(), block, fenceTTL.Milliseconds()).Int64Slice()
 	if err != nil {
+		reloadOnFailure(ctx, c.rdb, err)
 		if errors.Is(err, redis.Nil) { // gone already: the TTL is shorter than a round trip
 			return nil, redislock.ErrNotObtained
 		}

@@ -24,7 +24,9 @@ type Client struct {
 
 // New returns a Client on rdb, a standalone, Sentinel or Cluster client. Set
 // ContextTimeoutEnabled on it so that a stalled Redis cannot hold a call past its
-// deadline. Close the Client when done.
+// deadline. On a Cluster client, a call that fails without a reply from Redis
+// asks it to reload its slot map, so that the slots of a master that died are
+// found on its promoted replica. Close the Client when done.
 func New(rdb redis.UniversalClient, opt *Options) (*Client, error) {
 	o, err := opt.withDefaults()
 	if err != nil {
@@ -100,4 +102,32 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
 	return err
+}
+
+// reloadOnFailure asks a Cluster client to reload its slot map when err, from a
+// Redis call, is not Redis's answer (a refused dial, a broken connection, a
+// timeout): the node may have died and its slots moved to a promoted replica.
+//
+// Why: when a command cannot reach its slot's master, go-redis's
+// ClusterClient.process retries it and marks the node failing, yet routes it to
+// the same node again: clusterState.slotMasterNode ignores that mark. The slot
+// map is reloaded only on a MOVED or ASK reply, which a dead node never sends,
+// or by clusterStateHolder.Get once the map is older than
+// ClusterOptions.ClusterStateReloadInterval (60s by default). So after a
+// failover every call on the dead master's slots failed with "connection
+// refused" for up to a minute after its replica had taken over. ReloadState
+// coalesces requests (one CLUSTER SLOTS at a time, then 200ms apart), so asking
+// on every failure is cheap; until the promotion a reload finds the old map and
+// the next failure asks again. It runs in the background, under the client's
+// dial and read timeouts, and ignores ctx.
+func reloadOnFailure(ctx context.Context, rdb redis.UniversalClient, err error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok || err == nil {
+		return
+	}
+	var reply redis.Error // redis.Nil included
+	if errors.As(err, &reply) || errors.Is(err, redislock.ErrNotObtained) {
+		return
+	}
+	cc.ReloadState(ctx)
 }

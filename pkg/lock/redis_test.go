@@ -122,6 +122,7 @@ type redisServer struct {
 	Addr string
 	port int
 	dir  string
+	args []string // more arguments, such as a cluster node's
 	cmd  *exec.Cmd
 }
 
@@ -148,6 +149,7 @@ func (s *redisServer) start(tb testing.TB) {
 	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--enable-debug-command", "yes",
 		"--logfile", "")
+	s.cmd.Args = append(s.cmd.Args, s.args...)
 	if err := s.cmd.Start(); err != nil {
 		tb.Fatalf("start redis-server: %v", err)
 	}

@@ -19,6 +19,7 @@ func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int6
 		opCtx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 		v, err := c.rdb.Get(opCtx, c.opt.Keys.Lock(name)).Result()
 		cancel()
+		reloadOnFailure(ctx, c.rdb, err)
 		if err == nil && v == l.value() {
 			l.checked(now)
 			c.opt.Metrics.handoff("ok")
@@ -86,6 +87,7 @@ func (c *Client) releaseValue(ctx context.Context, names []string, value string)
 		keys[i] = c.opt.Keys.Lock(n)
 		args = append(args, n)
 	}
-	// An error leaves the keys to expire with their TTL; nothing else can be done.
-	_ = releaseScript.Run(ctx, c.rdb, keys, args...).Err()
+	// An error leaves the keys to expire with their TTL; nothing else can be done
+	// here.
+	reloadOnFailure(ctx, c.rdb, releaseScript.Run(ctx, c.rdb, keys, args...).Err())
 }

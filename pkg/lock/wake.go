@@ -77,6 +77,7 @@ func (w *waker) subscribe(ctx context.Context) {
 	defer cancel()
 	ps := w.rdb.Subscribe(ctx, w.channel)
 	if _, err := ps.ReceiveTimeout(ctx, w.timeout); err != nil { // the confirmation
+		reloadOnFailure(ctx, w.rdb, err)
 		_ = ps.Close()
 		return
 	}

@@ -95,6 +95,7 @@ func (wd *watchdog) renew(ctx context.Context, l *lease) error {
 	defer cancel()
 	sent := time.Now()
 	if err := l.lk.Refresh(ctx, wd.c.opt.TTL, nil); err != nil {
+		reloadOnFailure(ctx, wd.c.rdb, err)
 		return err
 	}
 	l.renewed(sent, wd.c.validity())
