@@ -24,6 +24,7 @@ type serveConfig struct {
 	allowOversell        bool
 	lockTTL              time.Duration
 	lockWait             time.Duration
+	lockReplicas         int
 	requestTimeout       time.Duration
 	shutdownTimeout      time.Duration
 	readHeaderTimeout    time.Duration
@@ -143,6 +144,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
+	e.integer(&c.lockReplicas, "lock-replicas", "STOCKGUARD_LOCK_REPLICAS", 0, "after taking a lock, wait until this many Redis replicas have it (WAIT), so a failover keeps it; 0 does not wait, and no lock is had while fewer replicas are up")
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
 	e.integer(&c.dbMaxConns, "db-max-conns", "STOCKGUARD_DB_MAX_CONNS", gormstore.DefaultMaxConns, "most database connections of this replica (PostgreSQL, MySQL)")
 	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", service.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
@@ -163,6 +165,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, fmt.Errorf("unknown strategy %q (want %s)", c.strategy, strategyList())
 	case s == orders.StrategyUnsafe && !c.allowOversell:
 		return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
+	}
+	if c.lockReplicas < 0 {
+		return c, errors.New("lock-replicas must be 0 or more")
 	}
 	if c.maxBatch < 1 || c.maxQueue < 1 || c.dbMaxConns < 1 {
 		return c, errors.New("max-batch, max-queue and db-max-conns must be at least 1")

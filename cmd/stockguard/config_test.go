@@ -38,6 +38,7 @@ func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 		{"--strategy", "fast"},
 		{"--strategy", "unsafe"},
 		{"--lock-wait", "0s"},
+		{"--lock-replicas", "-1"},
 		{"--read-header-timeout", "0s"},
 		{"--read-timeout", "-1s"},
 		{"--request-timeout", "30s", "--shutdown-timeout", "10s"},

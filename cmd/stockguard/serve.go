@@ -65,7 +65,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	obs := newObserver(reg)
 
 	keys := lock.Keys{Namespace: cfg.namespace}
-	locks, err := lock.New(rdb, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Keys: keys, Metrics: lockMetrics})
+	locks, err := lock.New(rdb, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Replicas: cfg.lockReplicas, Keys: keys, Metrics: lockMetrics})
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.adminToken == "" {
 		log.Warn("no admin token: restock and audit are refused")
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait)
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 
 	if cfg.pprofAddr != "" {

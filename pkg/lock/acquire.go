@@ -162,7 +162,8 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 }
 
 // tryObtain makes one attempt: SET NX PX through redislock, then the fencing
-// tokens, checked against the lock in the same script.
+// tokens, checked against the lock in the same script, and with Replicas the
+// replicas' acknowledgement. A lock not acknowledged in time is released.
 func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 	defer cancel()
@@ -191,7 +192,7 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 	if len(names) == 1 && c.opt.MaxHandoffs > 0 {
 		block = int64(c.opt.MaxHandoffs) + 1
 	}
-	tops, err := fenceScript.Run(ctx, c.rdb, fence, lk.Token()+lk.Metadata(), block, fenceTTL.Milliseconds()).Int64Slice()
+	tops, err := c.fence(ctx, fence, lk.Token()+lk.Metadata(), block)
 	if err != nil {
 		reloadOnFailure(ctx, c.rdb, err)
 		if errors.Is(err, redis.Nil) { // gone already: the TTL is shorter than a round trip

@@ -12,6 +12,10 @@ var (
 	// ran out. Test it with errors.Is on context.Cause(ctx) or on Do's error.
 	ErrLeaseLost = errors.New("lock: lease lost")
 
+	// ErrNotReplicated is returned when Options.Replicas is set and fewer replicas
+	// acknowledged a lock within ReplicaTimeout; the lock was released.
+	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
+
 	// ErrInvalidOptions is returned by New for options that cannot work.
 	ErrInvalidOptions = errors.New("lock: invalid options")
 

@@ -270,7 +270,7 @@ func TestNewRejectsOptionsThatCannotWork(t *testing.T) {
 }
 
 // waitFor waits until cond holds, checking it every few milliseconds until ctx ends.
-func waitFor(ctx context.Context, t *testing.T, cond func() bool) {
+func waitFor(ctx context.Context, t testing.TB, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()

@@ -267,7 +267,7 @@ func TestLeaseLostCancelsBeforeLeaseEnds(t *testing.T) {
 	}
 }
 
-func mustDo(t *testing.T, err error) {
+func mustDo(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ type Metrics struct {
 	hold         prometheus.Histogram
 	renewals     *prometheus.CounterVec
 	leasesLost   prometheus.Counter
+	replicaWaits *prometheus.CounterVec
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -55,12 +56,24 @@ func NewMetrics(namespace string) *Metrics {
 			"Watchdog renewals, by result: ok, lost (the lock was gone) or error (Redis failed).")), []string{"result"}),
 		leasesLost: prometheus.NewCounter(prometheus.CounterOpts(opts("leases_lost_total",
 			"Grants whose lease was lost while the function ran; its context was cancelled."))),
+		replicaWaits: newCounterVec(opts("replica_waits_total",
+			"Leases that waited for Options.Replicas, by result: ok, or short (too few acknowledged; released)."), "result", "ok", "short"),
 	}
+}
+
+// newCounterVec returns a counter with one label whose values are exported at 0
+// from the start, so that "none yet" and "not exported" look different.
+func newCounterVec(o prometheus.Opts, label string, values ...string) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts(o), []string{label})
+	for _, val := range values {
+		v.WithLabelValues(val)
+	}
+	return v
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.acquisitions, m.failures, m.contended, m.waiting, m.handoffs, m.attempts, m.wakeups,
-		m.wait, m.hold, m.renewals, m.leasesLost}
+		m.wait, m.hold, m.renewals, m.leasesLost, m.replicaWaits}
 }
 
 // Describe implements prometheus.Collector.
@@ -133,5 +146,16 @@ func (m *Metrics) waiters(delta float64) {
 func (m *Metrics) handoff(result string) {
 	if m != nil {
 		m.handoffs.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) replicated(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.replicaWaits.WithLabelValues("ok").Inc()
+	} else {
+		m.replicaWaits.WithLabelValues("short").Inc()
 	}
 }

@@ -44,6 +44,18 @@ type Options struct {
 	// context; the function itself runs under the caller's context only.
 	Wait time.Duration
 
+	// Replicas, when above 0, makes every lease obtained from Redis wait (WAIT)
+	// until that many replicas have it, for at most ReplicaTimeout, and fail with
+	// ErrNotReplicated otherwise (released). A failover to an acknowledging
+	// replica then keeps the lock, where it could otherwise lose it and grant it
+	// twice; the cost is a round trip and the replicas' lag per lease, and no lock
+	// at all while fewer replicas are up. Renewals and handoffs do not wait.
+	// Redisson does the same by default (checkLockSyncedSlaves).
+	Replicas int
+
+	// ReplicaTimeout bounds the wait for Replicas. Default OpTimeout/2.
+	ReplicaTimeout time.Duration
+
 	// Keys names the Redis keys. Default namespace "sku".
 	Keys Keys
 
@@ -77,6 +89,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if opt.HandoffCheck == 0 {
 		opt.HandoffCheck = time.Millisecond
 	}
+	if opt.ReplicaTimeout == 0 {
+		opt.ReplicaTimeout = opt.OpTimeout / 2
+	}
 	if opt.HandoffYield == 0 {
 		opt.HandoffYield = time.Millisecond
 	}
@@ -85,8 +100,10 @@ func (o *Options) withDefaults() (Options, error) {
 		return opt, fmt.Errorf("%w: TTL %s is under 10ms", ErrInvalidOptions, opt.TTL)
 	case opt.RenewEvery < 0 || opt.RenewEvery > opt.TTL/2:
 		return opt, fmt.Errorf("%w: RenewEvery %s must be between 0 and TTL/2, so a failed renewal can be retried", ErrInvalidOptions, opt.RenewEvery)
-	case opt.OpTimeout < 0 || opt.MinPoll < 0 || opt.MaxPoll < opt.MinPoll || opt.HandoffYield < 0 || opt.Wait < 0:
-		return opt, fmt.Errorf("%w: negative duration or MaxPoll under MinPoll", ErrInvalidOptions)
+	case opt.OpTimeout < 0 || opt.MinPoll < 0 || opt.MaxPoll < opt.MinPoll || opt.HandoffYield < 0 || opt.Wait < 0 || opt.Replicas < 0:
+		return opt, fmt.Errorf("%w: negative duration or count, or MaxPoll under MinPoll", ErrInvalidOptions)
+	case opt.Replicas > 0 && (opt.ReplicaTimeout <= 0 || opt.ReplicaTimeout >= opt.OpTimeout):
+		return opt, fmt.Errorf("%w: ReplicaTimeout %s must be above 0 and under OpTimeout %s", ErrInvalidOptions, opt.ReplicaTimeout, opt.OpTimeout)
 	}
 	return opt, nil
 }

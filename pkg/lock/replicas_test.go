@@ -1,0 +1,96 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/pkg/lock"
+)
+
+// startReplicated starts a master and one replica that has caught up with it.
+func startReplicated(t testing.TB) (master, replica *redisServer) {
+	t.Helper()
+	master, replica = startRedisServer(t), startRedisServer(t)
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer func() { _ = rc.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer func() { _ = mc.Close() }()
+	mustDo(t, mc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err()) // sync at once, not after 5 s
+	host, port, _ := strings.Cut(master.Addr, ":")
+	mustDo(t, rc.ReplicaOf(ctx, host, port).Err())
+	waitFor(ctx, t, func() bool {
+		info, err := rc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	return master, replica
+}
+
+// With Replicas, the grant comes only once the replica has the lock, so a
+// failover to it would keep the lock; with the replica stopped, no grant comes
+// (the lock is released) where without Replicas one would.
+func TestReplicasAcknowledgeTheLock(t *testing.T) {
+	master, replica := startReplicated(t)
+	env := newRedisAt(t, master.Addr)
+	m := lock.NewMetrics("rep")
+	waiting := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second, Replicas: 1, Metrics: m})
+	plain := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second})
+	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer func() { _ = onReplica.Close() }()
+	k := lock.Keys{Namespace: env.Namespace}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	err := waiting.Do(ctx, []string{"r"}, func(ctx context.Context, g *lock.Grant) error {
+		if v, err := onReplica.Get(ctx, k.Lock("r")).Result(); err != nil || v == "" {
+			t.Errorf("granted before the replica had the lock: %q %v", v, err)
+		}
+		if f, _ := onReplica.Get(ctx, k.Fence("r")).Int64(); f < g.Token("r") {
+			t.Errorf("the replica's counter %d is below the granted token %d", f, g.Token("r"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	replica.Pause() // acknowledges nothing from now on
+	defer replica.Resume()
+	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelShort()
+	err = waiting.Do(short, []string{"r"}, func(context.Context, *lock.Grant) error {
+		t.Error("ran without the replica's acknowledgement")
+		return nil
+	})
+	if !errors.Is(err, lock.ErrNotReplicated) {
+		t.Fatalf("with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	if got := metricValue(t, m, "rep_lock_replica_waits_total", map[string]string{"result": "short"}); got != 1 {
+		t.Fatalf("%v short waits recorded, want 1", got)
+	}
+	if n, _ := env.Client(t).Exists(ctx, k.Lock("r")).Result(); n != 0 {
+		t.Fatal("a lock the replicas did not acknowledge was left held")
+	}
+	if err := plain.Do(ctx, []string{"r"}, func(context.Context, *lock.Grant) error { return nil }); err != nil {
+		t.Fatalf("without Replicas the lock does not wait for the replica: %v", err)
+	}
+}
+
+func TestReplicasOptionsAreChecked(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer func() { _ = rdb.Close() }()
+	for _, o := range []lock.Options{
+		{Replicas: -1},
+		{Replicas: 1, OpTimeout: time.Second, ReplicaTimeout: time.Second},
+	} {
+		if _, err := lock.New(rdb, &o); !errors.Is(err, lock.ErrInvalidOptions) {
+			t.Errorf("%+v: %v, want ErrInvalidOptions", o, err)
+		}
+	}
+}
