@@ -25,9 +25,16 @@ func startReplicated(t testing.TB) (master, replica *redisServer) {
 	mustDo(t, mc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err()) // sync at once, not after 5 s
 	host, port, _ := strings.Cut(master.Addr, ":")
 	mustDo(t, rc.ReplicaOf(ctx, host, port).Err())
+	// The replica says its link is up before the master counts it: after a
+	// diskless sync the master waits for the replica's first acknowledgement, sent
+	// once a second, before it puts the replica online and WAIT can count it.
 	waitFor(ctx, t, func() bool {
 		info, err := rc.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	waitFor(ctx, t, func() bool {
+		info, err := mc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "state=online")
 	})
 	return master, replica
 }
