@@ -116,8 +116,10 @@ func TestHolderWhoseLeaseEndedGivesNoToken(t *testing.T) {
 func TestTokensGrowAcrossGrantsAndRestarts(t *testing.T) {
 	srv := startRedisServer(t)
 	env := newRedisAt(t, srv.Addr)
-	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A long TTL: each call's deadline is a third of it, and the test is about
+	// tokens, not about how fast a busy machine answers.
+	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 30 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	token := func() int64 {
 		var tok int64

@@ -46,12 +46,15 @@ func TestReplicasAcknowledgeTheLock(t *testing.T) {
 	master, replica := startReplicated(t)
 	env := newRedisAt(t, master.Addr)
 	m := lock.NewMetrics("rep")
-	waiting := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second, Replicas: 1, Metrics: m})
+	// Generous bounds where the replica must answer, so that a busy machine does
+	// not fail the test; a short one where it cannot (stopped).
+	waiting := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 30 * time.Second, Replicas: 1, ReplicaTimeout: 5 * time.Second})
+	impatient := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second, Replicas: 1, ReplicaTimeout: 200 * time.Millisecond, Metrics: m})
 	plain := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second})
 	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr})
 	defer func() { _ = onReplica.Close() }()
 	k := lock.Keys{Namespace: env.Namespace}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	err := waiting.Do(ctx, []string{"r"}, func(ctx context.Context, g *lock.Grant) error {
@@ -71,7 +74,7 @@ func TestReplicasAcknowledgeTheLock(t *testing.T) {
 	defer replica.Resume()
 	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelShort()
-	err = waiting.Do(short, []string{"r"}, func(context.Context, *lock.Grant) error {
+	err = impatient.Do(short, []string{"r"}, func(context.Context, *lock.Grant) error {
 		t.Error("ran without the replica's acknowledgement")
 		return nil
 	})
