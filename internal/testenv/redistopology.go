@@ -555,3 +555,35 @@ func (rc *RedisCluster) WaitFailover(t testing.TB, old *RedisNode, key string, w
 	})
 	return next
 }
+
+// CutReplica makes the replica follow a master that does not exist (REPLICAOF a
+// free loopback port nobody listens on) and waits (at most 10s) until its
+// replication link is down: from then on it sees none of the master's writes,
+// and a failover promotes it with the data it had. The sentinels still promote
+// it: Redis's Sentinel documentation counts a replica as a candidate while its
+// link with the master has been down for less than 10 x down-after-milliseconds
+// plus the time since the master was found down, and it is reachable, answers
+// INFO and has a non-zero replica-priority; and the sentinels re-point a replica
+// that follows a wrong master only after failover-timeout (10s here), past the
+// few seconds a test then takes to kill the master. The test checks that the
+// promoted node lacks a key written after the cut, so a run in which the
+// sentinels did otherwise fails rather than tests nothing.
+func (g *SentinelGroup) CutReplica(t testing.TB) {
+	t.Helper()
+	c := g.Replica.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Do(ctx, "REPLICAOF", "127.0.0.1", strconv.Itoa(freePort(t))).Err(); err != nil {
+		t.Fatalf("REPLICAOF on %s: %v", g.Replica, err)
+	}
+	pollUntil(t, 10*time.Second, g.Replica.String()+" cut off from replication", func(ctx context.Context) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if s := infoField(info, "master_link_status"); s != "down" {
+			return fmt.Errorf("master_link_status %q", s)
+		}
+		return nil
+	})
+}
