@@ -48,6 +48,7 @@ type cluster struct {
 	ns    string
 	lb    *balancer
 	hot   string // the load's hot SKU
+	probe string // the SKU of the test's own probe orders, if any (replicated_test.go)
 
 	tox   *toxiproxy.ApiServer
 	links []*toxiproxy.Proxy // per replica index, when the replicas reach Redis through toxiproxy

@@ -22,13 +22,13 @@ import (
 // Faults of replicated Redis: the master of a Sentinel group killed, stopped, or
 // killed after its replica was cut off from replication (so that a stale
 // replica is promoted), and the master of a Redis Cluster that serves the hot
-// SKU killed. Each runs under load on the strategyegies lock-batch and lock, and
+// SKU killed. Each runs under load on the strategies lock-batch and lock, and
 // after it the usual checks (verify) and three more: no fencing token committed
 // by two grants (fencesPerGrant), no order refused on any replica while the
 // database had the stock (acceptedEverywhere), and the time until orders are
 // decided again, within a bound.
 
-// replicatedStrategies are the strategyegies every replicated-Redis fault runs on.
+// replicatedStrategies are the strategies every replicated-Redis fault runs on.
 var replicatedStrategies = []string{"lock-batch", "lock"}
 
 // afterPromotionBound is how long after the topology names the new master the
@@ -41,7 +41,8 @@ var replicatedStrategies = []string{"lock-batch", "lock"}
 const afterPromotionBound = lease + recoverySlack
 
 // recoveryWait bounds the wait for a decision after a fault: long enough to
-// measure a slow recovery (one took 48s), not a hang.
+// measure a slow recovery (a Redis Cluster failover took about 50s before its
+// fix), short of a hang.
 const recoveryWait = 90 * time.Second
 
 // failoverFigures is what a fault of the Redis master did.
@@ -128,7 +129,7 @@ func (c *cluster) recoveredWithin(l *loadRun, t0 time.Time, keep func(int) bool,
 		}
 		if time.Now().After(l.ends) {
 			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout+time.Second)
-			_, _ = post(ctx, c.lb.url+"/v1/orders", orderBody(c.probeSKU(), 1), nil)
+			_, _ = post(ctx, c.lb.url+"/v1/orders", orderBody(c.probe, 1), nil)
 			cancel()
 			probes++
 			hold(200 * time.Millisecond) // the probes' pace, within the deadline
@@ -352,8 +353,40 @@ func (c *cluster) acceptedEverywhere(ctx context.Context) []string {
 	return refused
 }
 
-// probeSKU is the SKU of recoveredWithin's probes.
-func (c *cluster) probeSKU() string { return "probe" + c.id }
+// probeSKU is the SKU of recoveredWithin's probes: one whose keys are in the
+// hot SKU's Redis Cluster slot, so that a probe waits for what the hot SKU
+// waits for (the load's hot SKU is hot<id>-0).
+func (c *cluster) probeSKU() string {
+	keys := lock.Keys{Namespace: c.ns}
+	want := clusterSlot(keys.Lock("hot" + c.id + "-0"))
+	for i := 0; ; i++ {
+		if sku := fmt.Sprintf("probe%s-%d", c.id, i); clusterSlot(keys.Lock(sku)) == want {
+			return sku
+		}
+	}
+}
+
+// clusterSlot is a key's Redis Cluster hash slot: CRC16 (XMODEM) of its hash
+// tag, modulo 16384, as the cluster specification defines it.
+func clusterSlot(key string) uint16 {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
 
 func orderBody(sku string, qty int) string {
 	b, _ := json.Marshal(map[string]any{"items": []map[string]any{{"sku": sku, "quantity": qty}}})
@@ -378,9 +411,18 @@ func startReplicated(t *testing.T, fault string, o clusterOptions, d time.Durati
 	run.c = newCluster(t, o)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mustStatus(ctx, t, run.c.lb.url+"/v1/skus/"+run.c.probeSKU()+"/restock", fmt.Sprintf(`{"quantity":%d}`, hotStock), http.StatusCreated)
+	run.c.probe = run.c.probeSKU()
+	mustStatus(ctx, t, run.c.lb.url+"/v1/skus/"+run.c.probe+"/restock", fmt.Sprintf(`{"quantity":%d}`, hotStock), http.StatusCreated, http.StatusOK)
+	if o.redisCluster {
+		key := lock.Keys{Namespace: run.c.ns}.Lock(run.c.probe)
+		want, err := run.c.rdb.ClusterKeySlot(ctx, lock.Keys{Namespace: run.c.ns}.Lock("hot"+run.c.id+"-0")).Result()
+		got, err2 := run.c.rdb.ClusterKeySlot(ctx, key).Result()
+		if err != nil || err2 != nil || got != want {
+			t.Fatalf("the probe SKU's slot %d (%v), the hot SKU's %d (%v)", got, err2, want, err)
+		}
+	}
 	run.c.lb.mu.Lock()
-	run.c.lb.probe = run.c.probeSKU()
+	run.c.lb.probe = run.c.probe
 	run.c.lb.mu.Unlock()
 	run.load = run.c.startLoadSpread(d, loadVUs, spreadVUs)
 	run.load.waitTraffic(200)
