@@ -11,7 +11,8 @@ import (
 )
 
 // The Sentinel group starts healthy: the sentinels agree on the master, a write
-// through the group's REDIS_URL (as the service parses it) reaches the replica.
+// through the group's REDIS_URL (as the service parses it) reaches the replica,
+// and a killed master's replica is promoted.
 func TestStartSentinelGroup(t *testing.T) {
 	g := testenv.StartSentinelGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -35,10 +36,20 @@ func TestStartSentinelGroup(t *testing.T) {
 	if v, err := g.Replica.Client(t).Get(ctx, "k").Result(); err != nil || v != "v" {
 		t.Fatalf("the replica has %q (%v)", v, err)
 	}
+
+	// A failover: the replica promoted, the key still there through the URL.
+	g.Master.Kill()
+	if next := g.WaitFailover(t, g.Master, 30*time.Second); next != g.Replica {
+		t.Fatalf("%s promoted, want %s", next, g.Replica)
+	}
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after the failover, GET k through %s: %q (%v)", g.URL(), v, err)
+	}
 }
 
 // The Redis Cluster starts healthy: keys of many slots are written and read
-// through the cluster's REDIS_URL, spread over its three masters.
+// through the cluster's REDIS_URL, spread over its three masters, and a killed
+// master's slots are taken over by its replica.
 func TestStartRedisCluster(t *testing.T) {
 	rc := testenv.StartRedisCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -66,5 +77,21 @@ func TestStartRedisCluster(t *testing.T) {
 	}
 	if len(masters) != 3 {
 		t.Errorf("30 keys landed on %d masters, want 3", len(masters))
+	}
+
+	// A failover: the master of {k0} killed, its replica takes the slot over.
+	old, err := rc.MasterOf(ctx, "{k0}:x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Kill()
+	next := rc.WaitFailover(t, old, "{k0}:x", 30*time.Second)
+	if next == old {
+		t.Fatalf("{k0} still on %s", old)
+	}
+	// Asked of the new master itself: how soon a cluster client finds it is the
+	// client's business (the fault tests measure the service's).
+	if v, err := next.Client(t).Get(ctx, "{k0}:x").Int(); err != nil || v != 0 {
+		t.Fatalf("after the failover, GET {k0}:x on %s: %d (%v)", next, v, err)
 	}
 }
