@@ -112,9 +112,9 @@ func watchPromotion(promoted func(context.Context) *testenv.RedisNode) func() (*
 // accepted by keep and returns how long after t0 it came. Once the load's
 // scenarios have ended it sends orders of one unit itself, one every 200ms,
 // through the balancer, so that a recovery slower than the load is measured,
-// not missed; it returns how many it sent. They are of a SKU of their own (its
-// decisions count as the hot SKU's do), so that the load generator's audit of
-// its SKUs is not disturbed.
+// not missed; it returns how many it sent. They are of a SKU of their own
+// (probeSKU: in the hot SKU's Cluster slot; its decisions count as the hot
+// SKU's do), so that the load generator's audit of its SKUs is not disturbed.
 func (c *cluster) recoveredWithin(l *loadRun, t0 time.Time, keep func(int) bool, within time.Duration) (time.Duration, int) {
 	probes := 0
 	var first time.Time
@@ -395,7 +395,6 @@ func orderBody(sku string, qty int) string {
 
 // replicatedRun is one replicated-Redis fault test on one strategy.
 type replicatedRun struct {
-	t    *testing.T
 	r    *result
 	c    *cluster
 	load *loadRun
@@ -404,7 +403,7 @@ type replicatedRun struct {
 // startReplicated records the row, starts the cluster on the topology and the
 // load, and waits for traffic.
 func startReplicated(t *testing.T, fault string, o clusterOptions, d time.Duration, spreadVUs int) *replicatedRun {
-	run := &replicatedRun{t: t, r: &result{Fault: fault}}
+	run := &replicatedRun{r: &result{Fault: fault}}
 	record(t, run.r)
 	run.r.Strategy = o.strategy
 	o.replicas = 3
@@ -568,10 +567,20 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 }
 
 // mustStatus posts body to rawURL with the admin token and fails the test
-// unless the answer is one of want.
+// unless the answer is one of want. It is for the test's own preparations, not
+// for what a fault is measured on: a 5xx (the replicas' first requests to a
+// topology just started can time out) is asked again, for 15s at most.
 func mustStatus(ctx context.Context, t *testing.T, rawURL, body string, want ...int) {
 	t.Helper()
-	rep, err := post(ctx, rawURL, body, map[string]string{"Authorization": "Bearer " + adminToken})
+	var rep reply
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		rep, err = post(ctx, rawURL, body, map[string]string{"Authorization": "Bearer " + adminToken})
+		if (err == nil && rep.status < 500) || time.Now().After(deadline) {
+			break
+		}
+		hold(100 * time.Millisecond) // asking again, with a deadline
+	}
 	if err == nil {
 		for _, w := range want {
 			if rep.status == w {
