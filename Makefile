@@ -7,7 +7,7 @@ TEST_FLAGS    ?= -race -count=1 -timeout 15m
 BENCH         ?= .
 BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 PROFILE       ?= quick
-FAULTS_FLAGS  ?= -race -count=1 -timeout 10m -v
+FAULTS_FLAGS  ?= -race -count=1 -timeout 20m -v
 FAULTS_OUT    ?= $(CURDIR)/faults.out
 # make test-faults uses this PostgreSQL when STOCKGUARD_TEST_DATABASE_URL is not set and
 # it answers, and says so; empty turns that off.
@@ -29,7 +29,7 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
-test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~4 min); results in faults.out. Fails when none ran.
+test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~11 min); results in faults.out. Fails when none ran.
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: bench

@@ -42,6 +42,7 @@ type balancer struct {
 	lost      map[string]answer // Idempotency-Key -> the answer the client lost
 	replays   int
 	hot       string // the SKU whose decisions count; "" for every SKU
+	probe     string // a second SKU whose decisions count, the test's own probes' ("" for none)
 	inFlight  atomic.Int64
 }
 
@@ -174,7 +175,7 @@ func (b *balancer) recordOrder(idx int, req []byte, resp *http.Response, body []
 	defer b.mu.Unlock()
 	hot := b.hot == ""
 	for _, it := range in.Items {
-		hot = hot || it.SKU == b.hot
+		hot = hot || it.SKU == b.hot || (b.probe != "" && it.SKU == b.probe)
 	}
 	replayed := resp.Header.Get("Idempotent-Replayed") == "true"
 	b.statuses[idx][resp.StatusCode]++

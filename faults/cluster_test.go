@@ -31,18 +31,24 @@ import (
 )
 
 // cluster is replicas of the built binary on a private PostgreSQL schema and a
-// private redis-server, behind the test's balancer.
+// private redis-server (or a Sentinel group, or a Redis Cluster), behind the
+// test's balancer.
 type cluster struct {
 	t     *testing.T
 	id    string // in the replicas' application_name, the SKUs and the Redis namespace
 	dbURL string
 	gdb   *gorm.DB
 	db    *sql.DB
-	redis *testenv.RedisServer
-	rdb   *redis.Client // straight to the server, never through a link
+	redis *testenv.RedisServer   // the private server; nil on a replicated topology
+	rdb   redis.UniversalClient  // straight to Redis (its master), never through a link
+	group *testenv.SentinelGroup // with clusterOptions.sentinel
+	rc    *testenv.RedisCluster  // with clusterOptions.redisCluster
+	url   string                 // the replicas' REDIS_URL
+	opts  clusterOptions
 	ns    string
 	lb    *balancer
 	hot   string // the load's hot SKU
+	probe string // the SKU of the test's own probe orders, if any (replicated_test.go)
 
 	tox   *toxiproxy.ApiServer
 	links []*toxiproxy.Proxy // per replica index, when the replicas reach Redis through toxiproxy
@@ -58,17 +64,37 @@ type clusterOptions struct {
 	// links puts every replica's Redis connections through its own toxiproxy proxy,
 	// run in-process.
 	links bool
+	// sentinel runs the replicas on a Sentinel group (testenv.StartSentinelGroup:
+	// master, replica, three sentinels) instead of one private redis-server;
+	// redisCluster on a six-node Redis Cluster (testenv.StartRedisCluster). Not
+	// with links.
+	sentinel, redisCluster bool
+	// strategy is the replicas' STOCKGUARD_STRATEGY; "" leaves it to
+	// STOCKGUARD_FAULTS_STRATEGY (and then the service's default).
+	strategy string
+	// env is added to every replica's environment.
+	env []string
 }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
 	ready(t)
-	c := &cluster{t: t, id: testenv.RandomID()[:8]}
+	c := &cluster{t: t, id: testenv.RandomID()[:8], opts: o}
 	c.ns = "f" + c.id
 	c.dbURL = testenv.NewDatabase(t, testenv.Postgres)
-	c.redis = testenv.StartRedisServer(t)
-	c.rdb = redis.NewClient(&redis.Options{Addr: c.redis.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { _ = c.rdb.Close() })
+	switch {
+	case o.sentinel:
+		c.group = testenv.StartSentinelGroup(t)
+		c.rdb, c.url = c.group.Client(t), c.group.URL()
+	case o.redisCluster:
+		c.rc = testenv.StartRedisCluster(t)
+		c.rdb, c.url = c.rc.Client(t), c.rc.URL()
+	default:
+		c.redis = testenv.StartRedisServer(t)
+		c.rdb = redis.NewClient(&redis.Options{Addr: c.redis.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.rdb.Close() })
+		c.url = "redis://" + c.redis.Addr + "/0"
+	}
 	gdb, err := gormstore.Open(c.dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +158,13 @@ type replica struct {
 func (r *replica) String() string { return r.name }
 
 func (c *cluster) env(idx int, name string) []string {
-	redisAddr := c.redis.Addr
+	redisURL := c.url
 	if c.links != nil {
-		redisAddr = c.links[idx].Listen
+		redisURL = "redis://" + c.links[idx].Listen + "/0"
 	}
 	env := append(os.Environ(),
 		"DATABASE_URL="+withQuery(c.dbURL, "application_name", name),
-		"REDIS_URL=redis://"+redisAddr+"/0",
+		"REDIS_URL="+redisURL,
 		"STOCKGUARD_NAMESPACE="+c.ns,
 		"STOCKGUARD_ADMIN_TOKEN="+adminToken,
 		"STOCKGUARD_ADDR=127.0.0.1:0",
@@ -150,10 +176,18 @@ func (c *cluster) env(idx int, name string) []string {
 		"GORACE=halt_on_error=0",
 		"STOCKGUARD_ALLOW_OVERSELL=", // a stray setting must not let a control group in
 	)
-	if s := strategy(); s != "" {
+	if s := c.strategy(); s != "" {
 		env = append(env, "STOCKGUARD_STRATEGY="+s)
 	}
-	return env
+	return append(env, c.opts.env...)
+}
+
+// strategy is the replicas' strategy: the cluster's own, else the run's.
+func (c *cluster) strategy() string {
+	if c.opts.strategy != "" {
+		return c.opts.strategy
+	}
+	return strategy()
 }
 
 func withQuery(raw, k, v string) string {

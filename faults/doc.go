@@ -6,8 +6,11 @@
 // stalled with DEBUG SLEEP, one replica's Redis link slowed, cut and reset through
 // an in-process toxiproxy, one replica's database sessions terminated mid-write,
 // clients that lose an answer and retry with the same Idempotency-Key, and a
-// seeded mix of all of them. After each, the invariants I1-I5 of the design are
-// checked through the API and directly in the database.
+// seeded mix of all of them. On replicated Redis (replicated_test.go), the
+// master of a Sentinel group killed, stopped, or killed after its replica was cut
+// off, and a master of a six-node Redis Cluster killed. After each, the
+// invariants I1-I5 of the design are checked through the API and directly in the
+// database.
 //
 // The tests carry the build tag "faults", so that "make test" stays fast; run them
 // with "make test-faults". They need PostgreSQL (STOCKGUARD_TEST_DATABASE_URL) and

@@ -34,6 +34,8 @@ type loadRun struct {
 	out     string // its text output
 	summary string // its JSON summary
 	bound   time.Duration
+	spread  bool      // a second scenario orders over other SKUs (startLoadSpread)
+	ends    time.Time // when its scenarios' duration ends (its settling and audit come after)
 }
 
 // loadSummary is what the tests read of the generator's JSON summary.
@@ -59,21 +61,38 @@ type loadSummary struct {
 // every fault. A run that sells out still checks every invariant.
 const hotStock = 200000
 
+// spreadSKUs is how many SKUs startLoadSpread's second scenario orders over.
+const spreadSKUs = 8
+
 // startLoad runs the generator for d with vus virtual users on one hot SKU:
 // up to 3 units an order, 10% retried with the same Idempotency-Key (30% of
 // those after abandoning the first attempt), 5% cancelled.
-func (c *cluster) startLoad(d time.Duration, vus int) *loadRun {
+func (c *cluster) startLoad(d time.Duration, vus int) *loadRun { return c.startLoadSpread(d, vus, 0) }
+
+// startLoadSpread is startLoad with, when spreadVUs > 0, a second scenario
+// alongside: spreadVUs virtual users ordering over spreadSKUs SKUs of their own,
+// half the orders with two or three SKUs (in a Redis Cluster, mostly of several
+// slots), retried and cancelled as the hot ones are.
+func (c *cluster) startLoadSpread(d time.Duration, vus, spreadVUs int) *loadRun {
 	t := c.t
 	t.Helper()
 	dir := t.TempDir()
 	prefix := "hot" + c.id
+	scenarios := map[string]any{"hot": map[string]any{
+		"executor": "constant-vus", "vus": vus, "duration": d.String(),
+		"workload": map[string]any{"skus": 1, "stock": hotStock, "maxQuantity": 3, "retry": 0.1, "abandonFirst": 0.3,
+			"cancel": 0.05, "prefix": prefix},
+	}}
+	if spreadVUs > 0 {
+		scenarios["spread"] = map[string]any{
+			"executor": "constant-vus", "vus": spreadVUs, "duration": d.String(),
+			"workload": map[string]any{"skus": spreadSKUs, "stock": hotStock, "maxQuantity": 3, "multiSKU": 0.5, "retry": 0.1,
+				"abandonFirst": 0.3, "cancel": 0.05, "prefix": "spread" + c.id},
+		}
+	}
 	cfg := map[string]any{
 		"baseURL": c.lb.url, "adminToken": adminToken, "timeout": clientTimeout.String(),
-		"scenarios": map[string]any{"hot": map[string]any{
-			"executor": "constant-vus", "vus": vus, "duration": d.String(),
-			"workload": map[string]any{"skus": 1, "stock": hotStock, "maxQuantity": 3, "retry": 0.1, "abandonFirst": 0.3,
-				"cancel": 0.05, "prefix": prefix},
-		}},
+		"scenarios":  scenarios,
 		"thresholds": map[string]any{"oversold": []string{"count==0"}},
 	}
 	b, _ := json.Marshal(cfg)
@@ -86,7 +105,7 @@ func (c *cluster) startLoad(d time.Duration, vus int) *loadRun {
 	c.lb.hot = c.hot
 	c.lb.mu.Unlock()
 	l := &loadRun{c: c, sku: c.hot, done: make(chan struct{}), out: filepath.Join(dir, "loadtest.txt"),
-		summary: filepath.Join(dir, "summary.json")}
+		summary: filepath.Join(dir, "summary.json"), spread: spreadVUs > 0, ends: time.Now().Add(d)}
 	// Its own duration, a graceful stop and the settling of lost answers, at most.
 	l.bound = d + 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), l.bound)
