@@ -69,6 +69,8 @@ type clusterOptions struct {
 	// redisCluster on a six-node Redis Cluster (testenv.StartRedisCluster). Not
 	// with links.
 	sentinel, redisCluster bool
+	// sentinelReplicas is the Sentinel group's number of replicas (1 when 0).
+	sentinelReplicas int
 	// strategy is the replicas' STOCKGUARD_STRATEGY; "" leaves it to
 	// STOCKGUARD_FAULTS_STRATEGY (and then the service's default).
 	strategy string
@@ -84,7 +86,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	c.dbURL = testenv.NewDatabase(t, testenv.Postgres)
 	switch {
 	case o.sentinel:
-		c.group = testenv.StartSentinelGroup(t)
+		c.group = testenv.StartSentinelGroupWith(t, max(o.sentinelReplicas, 1))
 		c.rdb, c.url = c.group.Client(t), c.group.URL()
 	case o.redisCluster:
 		c.rc = testenv.StartRedisCluster(t)

@@ -299,6 +299,8 @@ type result struct {
 	Detail          string   `json:"detail,omitempty"`        // what the fault did, in its own terms
 	DurationS       float64  `json:"duration_s"`              // of the whole test
 	FencesMonotonic bool     `json:"fences_monotonic"`        // I3 in the ledger
+	FencesReused    int      `json:"fences_reused"`           // transactions that committed a fence another had committed
+	FencesDown      int      `json:"fences_down"`             // transactions that committed a fence below the one before
 	Reqs            int64    `json:"http_reqs"`               // the generator's requests
 	Replays         int      `json:"idempotent_replays_seen"` // 201 answers replayed under an Idempotency-Key
 }

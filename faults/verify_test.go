@@ -244,7 +244,7 @@ func (c *cluster) verify(r *result, s loadSummary) {
 	}
 
 	// I3: committed fencing tokens strictly increase per SKU from one commit to the next.
-	r.FencesMonotonic = c.fencesMonotonic(ctx)
+	r.FencesMonotonic = c.fencesMonotonic(ctx, r)
 
 	// I4: the cache converges to the database, or is absent.
 	r.CacheConverged = c.cacheConverges(ctx, stocks)
@@ -309,41 +309,25 @@ func (c *cluster) missingFromDB(ctx context.Context, ids []string) []string {
 	return missing
 }
 
-// fencesMonotonic checks I3 in the database: per SKU, the fencing tokens of the
-// ledger's entries strictly increase from one committing transaction to the next
-// (an entry is written in the transaction that wrote the SKU's row, after it, so
-// the ledger's order per SKU is the order of commits; xmin names the
-// transaction), the entries of one transaction share one token, and the SKU's
-// row holds the largest. Two grants that committed under one token fail it.
-func (c *cluster) fencesMonotonic(ctx context.Context) bool {
+// fencesMonotonic checks I3 in the database: the ledger per grant
+// (fencesPerGrant), and each SKU's row holds the largest fence of its ledger.
+func (c *cluster) fencesMonotonic(ctx context.Context, r *result) bool {
 	t := c.t
-	rows, err := c.db.QueryContext(ctx, "SELECT sku, fence, xmin::text FROM stock_ledger ORDER BY sku, id")
+	r.FencesReused, r.FencesDown = c.fencesPerGrant(ctx)
+	ok := r.FencesReused == 0 && r.FencesDown == 0
+	last := map[string]int64{}
+	rows, err := c.db.QueryContext(ctx, "SELECT sku, MAX(fence) FROM stock_ledger GROUP BY sku")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = rows.Close() }()
-	type commit struct {
-		xid   string
-		fence int64
-	}
-	last := map[string]commit{}
-	ok := true
 	for rows.Next() {
-		var sku, xid string
+		var sku string
 		var fence int64
-		if err := rows.Scan(&sku, &fence, &xid); err != nil {
+		if err := rows.Scan(&sku, &fence); err != nil {
 			t.Fatal(err)
 		}
-		prev, seen := last[sku]
-		switch {
-		case seen && xid == prev.xid && fence != prev.fence:
-			t.Errorf("I3: %s: one transaction committed tokens %d and %d", sku, prev.fence, fence)
-			ok = false
-		case seen && xid != prev.xid && fence <= prev.fence:
-			t.Errorf("I3: %s: token %d committed after %d by another transaction", sku, fence, prev.fence)
-			ok = false
-		}
-		last[sku] = commit{xid: xid, fence: max(prev.fence, fence)}
+		last[sku] = fence
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -356,8 +340,8 @@ func (c *cluster) fencesMonotonic(ctx context.Context) bool {
 		t.Fatal(err)
 	}
 	for _, s := range skus {
-		if s.Fence != last[s.SKU].fence {
-			t.Errorf("I3: %s: the row's fence %d, the ledger's largest %d", s.SKU, s.Fence, last[s.SKU].fence)
+		if s.Fence != last[s.SKU] {
+			t.Errorf("I3: %s: the row's fence %d, the ledger's largest %d", s.SKU, s.Fence, last[s.SKU])
 			ok = false
 		}
 	}
@@ -403,4 +387,65 @@ func sample(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// fencesPerGrant checks I3 per grant in the database: per SKU, the ledger's
+// entries in commit order grouped by the transaction that wrote them
+// (PostgreSQL's xmin: every entry of one commit carries it), each group's fence
+// strictly larger than the group's before. A grant commits at most one
+// transaction per SKU, so two transactions with one fence mean one token served
+// two grants (a fence counter that lost its latest values, and a store that
+// accepts an equal token). It returns how many transactions reused a fence and
+// how many went down.
+func (c *cluster) fencesPerGrant(ctx context.Context) (reused, down int) {
+	t := c.t
+	rows, err := c.db.QueryContext(ctx, "SELECT sku, fence, xmin::text FROM stock_ledger ORDER BY sku, id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	type group struct {
+		xid   string
+		fence int64
+	}
+	last := map[string]group{}
+	owner := map[string]map[int64]string{} // sku -> fence -> the transaction that committed it
+	var examples []string
+	for rows.Next() {
+		var sku, xid string
+		var fence int64
+		if err := rows.Scan(&sku, &fence, &xid); err != nil {
+			t.Fatal(err)
+		}
+		prev, seen := last[sku]
+		if seen && prev.xid == xid {
+			if fence != prev.fence {
+				t.Errorf("I3: %s: one transaction (%s) committed fences %d and %d", sku, xid, prev.fence, fence)
+			}
+			continue
+		}
+		if owner[sku] == nil {
+			owner[sku] = map[int64]string{}
+		}
+		if other, ok := owner[sku][fence]; ok && other != xid {
+			reused++
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("%s: fence %d by transactions %s and %s", sku, fence, other, xid))
+			}
+		} else if seen && fence < prev.fence {
+			down++
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("%s: fence %d committed after %d", sku, fence, prev.fence))
+			}
+		}
+		owner[sku][fence] = xid
+		last[sku] = group{xid: xid, fence: fence}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if reused+down > 0 {
+		t.Errorf("I3: %d transactions committed a fence another grant had committed, %d a smaller one: %s", reused, down, strings.Join(examples, "; "))
+	}
+	return reused, down
 }

@@ -158,11 +158,12 @@ func infoField(info, name string) string {
 	return ""
 }
 
-// SentinelGroup is a master, one replica and three sentinels watching them
-// (quorum 2), with DownAfter and FailoverTimeout as their settings.
+// SentinelGroup is a master, one replica (or more) and three sentinels watching
+// them (quorum 2), with DownAfter and FailoverTimeout as their settings.
 type SentinelGroup struct {
 	MasterName      string
-	Master, Replica *RedisNode // as started; after a failover the roles change
+	Master, Replica *RedisNode   // as started; after a failover the roles change
+	MoreReplicas    []*RedisNode // beyond Replica (StartSentinelGroupWith)
 	Sentinels       []*RedisNode
 	DownAfter       time.Duration
 	FailoverTimeout time.Duration
@@ -175,26 +176,35 @@ type SentinelGroup struct {
 // test re-pointed on purpose alone for the length of a test (they reconfigure a
 // replica that follows a wrong master only after failover-timeout), short
 // enough that a failover that failed is retried within a test (2 x 10s).
-func StartSentinelGroup(t testing.TB) *SentinelGroup {
+func StartSentinelGroup(t testing.TB) *SentinelGroup { return StartSentinelGroupWith(t, 1) }
+
+// StartSentinelGroupWith is StartSentinelGroup with n replicas (at least 1): with
+// two, a failover leaves the new master a replica (for WAIT, say).
+func StartSentinelGroupWith(t testing.TB, n int) *SentinelGroup {
 	t.Helper()
 	needRedisServer(t)
 	g := &SentinelGroup{MasterName: "sg" + RandomID()[:6], DownAfter: time.Second, FailoverTimeout: 10 * time.Second}
 	data := []string{"enable-debug-command yes", "repl-diskless-sync yes", "repl-diskless-sync-delay 0"}
 	g.Master = startNode(t, freePort(t), data)
 	g.Replica = startNode(t, freePort(t), append(data, "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port)))
+	for range max(n, 1) - 1 {
+		g.MoreReplicas = append(g.MoreReplicas, startNode(t, freePort(t), append(data, "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port))))
+	}
 	// The sentinels come after the sync: one that first saw the replica unsynced
 	// would see it again only at its next INFO, 10s later.
-	replica := g.Replica.Client(t)
-	pollUntil(t, 30*time.Second, "the replica in sync with the master", func(ctx context.Context) error {
-		info, err := replica.Info(ctx, "replication").Result()
-		if err != nil {
-			return err
-		}
-		if s := infoField(info, "master_link_status"); s != "up" {
-			return fmt.Errorf("master_link_status %q", s)
-		}
-		return nil
-	})
+	for _, node := range append([]*RedisNode{g.Replica}, g.MoreReplicas...) {
+		replica := node.Client(t)
+		pollUntil(t, 30*time.Second, "the replica in sync with the master", func(ctx context.Context) error {
+			info, err := replica.Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			if s := infoField(info, "master_link_status"); s != "up" {
+				return fmt.Errorf("master_link_status %q", s)
+			}
+			return nil
+		})
+	}
 	for range 3 {
 		g.Sentinels = append(g.Sentinels, startNode(t, freePort(t), []string{
 			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", g.MasterName, g.Master.Port),
@@ -210,7 +220,7 @@ func StartSentinelGroup(t testing.TB) *SentinelGroup {
 			if err != nil {
 				return err
 			}
-			if m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" || m["flags"] != "master" {
+			if m["num-slaves"] != strconv.Itoa(1+len(g.MoreReplicas)) || m["num-other-sentinels"] != "2" || m["flags"] != "master" {
 				return fmt.Errorf("master %s: flags %s, %s replicas, %s other sentinels", g.MasterName, m["flags"], m["num-slaves"], m["num-other-sentinels"])
 			}
 			reps, err := sc.Replicas(ctx, g.MasterName).Result()
@@ -281,7 +291,7 @@ func (g *SentinelGroup) MasterAddr(ctx context.Context) (string, error) {
 
 // Node returns the data node (master or replica) at addr, or nil.
 func (g *SentinelGroup) Node(addr string) *RedisNode {
-	for _, n := range []*RedisNode{g.Master, g.Replica} {
+	for _, n := range append([]*RedisNode{g.Master, g.Replica}, g.MoreReplicas...) {
 		if n.Addr == addr {
 			return n
 		}
