@@ -198,7 +198,18 @@ func (c *cluster) verify(r *result, s loadSummary) {
 
 	// I1 through the API.
 	var audit orders.Audit
-	status, b, err := get(ctx, c.lb.url+"/v1/audit?deep=true", map[string]string{"Authorization": "Bearer " + adminToken})
+	// A 503 says "try again" (a replica still reconnecting after a fault, a deep
+	// recount past its deadline on a busy machine): asked again, for 30 s at most.
+	var status int
+	var b []byte
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		status, b, err = get(ctx, c.lb.url+"/v1/audit?deep=true", map[string]string{"Authorization": "Bearer " + adminToken})
+		if (err == nil && status != http.StatusServiceUnavailable) || time.Now().After(deadline) {
+			break
+		}
+		hold(200 * time.Millisecond) // asking again, with a deadline
+	}
 	if err != nil || status != http.StatusOK || json.Unmarshal(b, &audit) != nil {
 		t.Fatalf("GET /v1/audit: %d %v %s", status, err, b)
 	}
