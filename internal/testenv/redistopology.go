@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,55 @@ func (n *RedisNode) signal(s syscall.Signal) error {
 		return fmt.Errorf("redis node %s: not running", n.Addr)
 	}
 	return n.cmd.Process.Signal(s)
+}
+
+// startOwn starts a node with start and waits until it answers as itself. A port
+// found free can be taken by another process (another test's node) before the
+// node binds it: the node then exits, or another server answers on it. Such a
+// node is started again, on the ports start picks next, up to three times.
+func startOwn(t testing.TB, start func() *RedisNode) *RedisNode {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		n := start()
+		err := n.waitOwn(t, 10*time.Second)
+		if err == nil {
+			return n
+		}
+		n.Kill()
+		if attempt == 3 {
+			t.Fatalf("%s: %v", n, err)
+		}
+	}
+}
+
+// waitOwn waits (at most within) until the node answers as this process: the
+// server on its port reports the process's pid. It fails at once when the
+// process exited (its port was taken).
+func (n *RedisNode) waitOwn(t testing.TB, within time.Duration) error {
+	n.mu.Lock()
+	pid := n.cmd.Process.Pid
+	n.mu.Unlock()
+	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer func() { _ = c.Close() }()
+	var last error
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); {
+		if !n.Alive() {
+			return errors.New("redis-server exited: its port was taken")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		info, err := c.Info(ctx, "server").Result()
+		cancel()
+		switch {
+		case err != nil:
+			last = err
+		case infoField(info, "process_id") != strconv.Itoa(pid):
+			return fmt.Errorf("another server (pid %s) answers on the port", infoField(info, "process_id"))
+		default:
+			return nil
+		}
+		<-time.After(20 * time.Millisecond) // polling a process that is starting up, with a deadline
+	}
+	return fmt.Errorf("not answering within %s: %w", within, last)
 }
 
 // Alive reports whether the process has not exited.
@@ -185,10 +235,11 @@ func StartSentinelGroupWith(t testing.TB, n int) *SentinelGroup {
 	needRedisServer(t)
 	g := &SentinelGroup{MasterName: "sg" + RandomID()[:6], DownAfter: time.Second, FailoverTimeout: 10 * time.Second}
 	data := []string{"enable-debug-command yes", "repl-diskless-sync yes", "repl-diskless-sync-delay 0"}
-	g.Master = startNode(t, freePort(t), data)
-	g.Replica = startNode(t, freePort(t), append(data, "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port)))
+	g.Master = startOwn(t, func() *RedisNode { return startNode(t, freePort(t), data) })
+	replicaOf := append(slices.Clone(data), "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port))
+	g.Replica = startOwn(t, func() *RedisNode { return startNode(t, freePort(t), replicaOf) })
 	for range max(n, 1) - 1 {
-		g.MoreReplicas = append(g.MoreReplicas, startNode(t, freePort(t), append(data, "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port))))
+		g.MoreReplicas = append(g.MoreReplicas, startOwn(t, func() *RedisNode { return startNode(t, freePort(t), replicaOf) }))
 	}
 	// The sentinels come after the sync: one that first saw the replica unsynced
 	// would see it again only at its next INFO, 10s later.
@@ -206,12 +257,14 @@ func StartSentinelGroupWith(t testing.TB, n int) *SentinelGroup {
 		})
 	}
 	for range 3 {
-		g.Sentinels = append(g.Sentinels, startNode(t, freePort(t), []string{
-			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", g.MasterName, g.Master.Port),
-			fmt.Sprintf("sentinel down-after-milliseconds %s %d", g.MasterName, g.DownAfter.Milliseconds()),
-			fmt.Sprintf("sentinel failover-timeout %s %d", g.MasterName, g.FailoverTimeout.Milliseconds()),
-			fmt.Sprintf("sentinel parallel-syncs %s 1", g.MasterName),
-		}, "--sentinel"))
+		g.Sentinels = append(g.Sentinels, startOwn(t, func() *RedisNode {
+			return startNode(t, freePort(t), []string{
+				fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", g.MasterName, g.Master.Port),
+				fmt.Sprintf("sentinel down-after-milliseconds %s %d", g.MasterName, g.DownAfter.Milliseconds()),
+				fmt.Sprintf("sentinel failover-timeout %s %d", g.MasterName, g.FailoverTimeout.Milliseconds()),
+				fmt.Sprintf("sentinel parallel-syncs %s 1", g.MasterName),
+			}, "--sentinel")
+		}))
 	}
 	for _, s := range g.Sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
@@ -349,19 +402,26 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
 	needRedisServer(t)
 	rc := &RedisCluster{NodeTimeout: 2 * time.Second}
-	for range 6 {
-		// The cluster bus port is named (cluster-port) rather than left at port+10000,
-		// which may be taken or past 65535.
-		rc.Nodes = append(rc.Nodes, startNode(t, freePort(t), []string{
-			"cluster-enabled yes", "cluster-config-file nodes.conf",
-			fmt.Sprintf("cluster-node-timeout %d", rc.NodeTimeout.Milliseconds()),
-			fmt.Sprintf("cluster-port %d", freePort(t)), "enable-debug-command yes",
-			"repl-diskless-sync yes", "repl-diskless-sync-delay 0",
-		}))
+	used := map[int]bool{}
+	port := func() int { // freePort can hand out a port twice; a node needs two
+		for {
+			if p := freePort(t); !used[p] {
+				used[p] = true
+				return p
+			}
+		}
 	}
-	for _, n := range rc.Nodes {
-		c := n.Client(t)
-		pollUntil(t, 10*time.Second, n.String()+" answering", func(ctx context.Context) error { return c.Ping(ctx).Err() })
+	for range 6 {
+		// The cluster bus port is named (cluster-port) rather than left at
+		// port+10000, which may be taken or past 65535.
+		rc.Nodes = append(rc.Nodes, startOwn(t, func() *RedisNode {
+			return startNode(t, port(), []string{
+				"cluster-enabled yes", "cluster-config-file nodes.conf",
+				fmt.Sprintf("cluster-node-timeout %d", rc.NodeTimeout.Milliseconds()),
+				fmt.Sprintf("cluster-port %d", port()), "enable-debug-command yes",
+				"repl-diskless-sync yes", "repl-diskless-sync-delay 0",
+			})
+		}))
 	}
 	args := []string{"--cluster", "create"}
 	for _, n := range rc.Nodes {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
@@ -27,10 +29,13 @@ func TestStartSentinelGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+	// WAIT covers its own connection's writes: SET and WAIT on one.
+	conn := c.(*redis.Client).Conn()
+	defer func() { _ = conn.Close() }()
+	if err := conn.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatalf("SET through %s: %v", g.URL(), err)
 	}
-	if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+	if n, err := conn.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
 		t.Fatalf("WAIT 1: %d replicas acknowledged (%v)", n, err)
 	}
 	if v, err := g.Replica.Client(t).Get(ctx, "k").Result(); err != nil || v != "v" {
@@ -83,6 +88,16 @@ func TestStartRedisCluster(t *testing.T) {
 	old, err := rc.MasterOf(ctx, "{k0}:x")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Replication is asynchronous: the key is written again and WAITed for on
+	// one connection, so that the replica has it before the kill.
+	conn := old.Client(t).Conn()
+	defer func() { _ = conn.Close() }()
+	if err := conn.Set(ctx, "{k0}:x", 0, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.Wait(ctx, 1, 10*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica of %s: %d (%v)", old, n, err)
 	}
 	old.Kill()
 	next := rc.WaitFailover(t, old, "{k0}:x", 30*time.Second)

@@ -63,7 +63,20 @@ func startRedisCluster(tb testing.TB) *redisCluster {
 			"--cluster-port", strconv.Itoa(port()), // the bus; port+10000 may be taken
 		}
 		tb.Cleanup(s.Kill)
-		s.start(tb)
+		// A port found free can be taken by another process before the node binds
+		// it: such a node is started again on other ports, up to three times.
+		for attempt := 1; ; attempt++ {
+			err := s.tryStart()
+			if err == nil {
+				break
+			}
+			if attempt == 3 {
+				tb.Fatal(err)
+			}
+			s.port = port()
+			s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+			s.args[len(s.args)-1] = strconv.Itoa(port())
+		}
 		rc.Nodes = append(rc.Nodes, s)
 	}
 

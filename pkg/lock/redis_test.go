@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -146,25 +147,40 @@ func startRedisServer(tb testing.TB) *redisServer {
 
 func (s *redisServer) start(tb testing.TB) {
 	tb.Helper()
+	if err := s.tryStart(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// tryStart starts the server and waits (at most 10s) until it answers as this
+// process: a port found free may have been taken by another process meanwhile,
+// and then the server exits or another answers on it.
+func (s *redisServer) tryStart() error {
 	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--enable-debug-command", "yes",
 		"--logfile", "")
 	s.cmd.Args = append(s.cmd.Args, s.args...)
 	if err := s.cmd.Start(); err != nil {
-		tb.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer func() { _ = c.Close() }()
+	pid := strconv.Itoa(s.cmd.Process.Pid)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
-			return
+			if !strings.Contains(info, "process_id:"+pid+"\r\n") {
+				s.Kill()
+				return fmt.Errorf("another server answers on %s", s.Addr)
+			}
+			return nil
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("redis-server on %s did not answer: %v", s.Addr, err)
+			s.Kill()
+			return fmt.Errorf("redis-server on %s did not answer: %w", s.Addr, err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a process that is starting up
 	}
