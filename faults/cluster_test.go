@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
@@ -90,7 +91,16 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		c.rdb, c.url = c.group.Client(t), c.group.URL()
 	case o.redisCluster:
 		c.rc = testenv.StartRedisCluster(t)
-		c.rdb, c.url = c.rc.Client(t), c.rc.URL()
+		c.url = c.rc.URL()
+		// The service's own client, so that the checks follow a failover as the
+		// replicas do: a plain go-redis Cluster client keeps dialling a dead
+		// master's slots for up to a minute (see rediscache.NewClient).
+		rdb, err := rediscache.NewClient(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		c.rdb = rdb
 	default:
 		c.redis = testenv.StartRedisServer(t)
 		c.rdb = redis.NewClient(&redis.Options{Addr: c.redis.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
