@@ -297,34 +297,12 @@ func (c *cluster) acceptedEverywhere(ctx context.Context) []string {
 // waits for (the load's hot SKU is hot<id>-0).
 func (c *cluster) probeSKU() string {
 	keys := lock.Keys{Namespace: c.ns}
-	want := clusterSlot(keys.Lock("hot" + c.id + "-0"))
+	want := keys.Slot("hot" + c.id + "-0")
 	for i := 0; ; i++ {
-		if sku := fmt.Sprintf("probe%s-%d", c.id, i); clusterSlot(keys.Lock(sku)) == want {
+		if sku := fmt.Sprintf("probe%s-%d", c.id, i); keys.Slot(sku) == want {
 			return sku
 		}
 	}
-}
-
-// clusterSlot is a key's Redis Cluster hash slot: CRC16 (XMODEM) of its hash
-// tag, modulo 16384, as the cluster specification defines it.
-func clusterSlot(key string) uint16 {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
 }
 
 func orderBody(sku string, qty int) string {

@@ -24,6 +24,11 @@ func (k Keys) Lock(name string) string { return k.Tag(name) + ":lock" }
 // Fence returns the key that counts the fencing tokens of a resource.
 func (k Keys) Fence(name string) string { return k.Tag(name) + ":fence" }
 
+// Slot returns the Redis Cluster hash slot of every key of a resource: callers
+// that place resources on purpose (tests aiming at one master, say) need not
+// ask the server.
+func (k Keys) Slot(name string) uint16 { return slot(k.Tag(name)) }
+
 // Channel returns the pub/sub channel on which releases of the namespace are
 // announced; the message is the resource name.
 func (k Keys) Channel() string { return k.ns() + ":lock:released" }

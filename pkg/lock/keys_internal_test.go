@@ -21,4 +21,7 @@ func TestSlotFollowsTheClusterSpec(t *testing.T) {
 	if slot(k.Lock("A-1")) != slot(k.Fence("A-1")) {
 		t.Error("a resource's lock and fence keys are in different slots")
 	}
+	if k.Slot("A-1") != slot(k.Lock("A-1")) || k.Slot("A-1") != slot("sku:A-1") {
+		t.Errorf("Keys.Slot(A-1) = %d, the lock key's slot %d", k.Slot("A-1"), slot(k.Lock("A-1")))
+	}
 }
