@@ -88,19 +88,12 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	switch {
 	case o.sentinel:
 		c.group = testenv.StartSentinelGroupWith(t, max(o.sentinelReplicas, 1))
-		c.rdb, c.url = c.group.Client(t), c.group.URL()
+		c.url = c.group.URL()
+		c.rdb = serviceClient(t, c.url)
 	case o.redisCluster:
 		c.rc = testenv.StartRedisCluster(t)
 		c.url = c.rc.URL()
-		// The service's own client, so that the checks follow a failover as the
-		// replicas do: a plain go-redis Cluster client keeps dialling a dead
-		// master's slots for up to a minute (see rediscache.NewClient).
-		rdb, err := rediscache.NewClient(c.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rdb.Close() })
-		c.rdb = rdb
+		c.rdb = serviceClient(t, c.url)
 	default:
 		c.redis = testenv.StartRedisServer(t)
 		c.rdb = redis.NewClient(&redis.Options{Addr: c.redis.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -135,6 +128,20 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	stopScrape := c.scrapeEvery(250 * time.Millisecond)
 	t.Cleanup(stopScrape)
 	return c
+}
+
+// serviceClient is the replicas' own kind of client of a replicated Redis, so
+// that the checks follow a failover as the replicas do: a plain go-redis Cluster
+// client keeps dialling a dead master's slots for up to a minute (see
+// rediscache.NewClient). It is closed when the test ends.
+func serviceClient(t *testing.T, redisURL string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := rediscache.NewClient(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 func (c *cluster) startLinks(n int) {

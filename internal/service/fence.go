@@ -33,11 +33,3 @@ func (s *Service) fenced(ctx context.Context, g orders.Grant, write func(orders.
 			"sku", stale.SKU, "token", stale.Token, "committed", stale.Last, "advanced", g.Fences()[stale.SKU])
 	}
 }
-
-// fencesOf is the grant's tokens, nil without a grant.
-func fencesOf(g orders.Grant) orders.Fences {
-	if g == nil {
-		return nil
-	}
-	return g.Fences()
-}

@@ -131,7 +131,7 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 	}
 	switch {
 	case err == nil:
-		s.setCache(ctx, orElse(after, st.loaded), fencesOf(g)) // nothing written: cache what was read
+		s.setCache(ctx, orElse(after, st.loaded), g.Fences()) // nothing written: cache what was read
 		d.answer(ps, rs)
 		return nil
 	case errors.Is(err, orders.ErrIdempotencyConflict): // a key recorded by another request meanwhile: one by one

@@ -302,20 +302,6 @@ func (g *SentinelGroup) URL() string {
 	return "redis://" + g.Sentinels[0].Addr + "?" + q.Encode()
 }
 
-// Client returns a Sentinel-aware client of the group's master, closed when the
-// test ends.
-func (g *SentinelGroup) Client(t testing.TB) *redis.Client {
-	t.Helper()
-	addrs := make([]string, len(g.Sentinels))
-	for i, s := range g.Sentinels {
-		addrs[i] = s.Addr
-	}
-	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: addrs,
-		MaxRetries: -1, ContextTimeoutEnabled: true, DialTimeout: time.Second})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // MasterAddr is the master's address as every live sentinel that answers
 // reports it; an error when they disagree or none answers.
 func (g *SentinelGroup) MasterAddr(ctx context.Context) (string, error) {
@@ -445,19 +431,6 @@ func (rc *RedisCluster) URL() string {
 		q.Add("addr", n.Addr)
 	}
 	return "redis://" + rc.Nodes[0].Addr + "?" + q.Encode()
-}
-
-// Client returns a cluster client, closed when the test ends.
-func (rc *RedisCluster) Client(t testing.TB) *redis.ClusterClient {
-	t.Helper()
-	addrs := make([]string, len(rc.Nodes))
-	for i, n := range rc.Nodes {
-		addrs[i] = n.Addr
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true,
-		DialTimeout: time.Second})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // Node returns the node at addr, or nil.
