@@ -20,7 +20,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: ## Run the demo on embedded defaults: oversell shown, then prevented.
+demo: ## Run the demo on embedded defaults: oversell shown, then prevented; then a flash sale with carts that expire.
 	$(GO) run ./cmd/demo
 
 .PHONY: test
@@ -29,7 +29,7 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
-test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~11 min); results in faults.out. Fails when none ran.
+test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~10-12 min); results in faults.out. Fails when none ran.
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: bench

@@ -8,8 +8,10 @@
 // clients that lose an answer and retry with the same Idempotency-Key, and a
 // seeded mix of all of them. On replicated Redis (replicated_test.go), the
 // master of a Sentinel group killed, stopped, or killed after its replica was cut
-// off, and a master of a six-node Redis Cluster killed. After each, the
-// invariants I1-I5 of the design are checked through the API and directly in the
+// off, and a master of a six-node Redis Cluster killed. Holds (holds_test.go):
+// the sweeper's leader stopped past its lease and killed, holds falling due
+// while Redis is down, and confirms racing expiry. After each, the invariants
+// I1-I7 of the design are checked through the API and directly in the
 // database.
 //
 // The tests carry the build tag "faults", so that "make test" stays fast; run them

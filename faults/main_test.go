@@ -303,6 +303,9 @@ type result struct {
 	FencesDown      int      `json:"fences_down"`             // transactions that committed a fence below the one before
 	Reqs            int64    `json:"http_reqs"`               // the generator's requests
 	Replays         int      `json:"idempotent_replays_seen"` // 201 answers replayed under an Idempotency-Key
+
+	// Holds is what became of the holds, in the holds tests (holds_test.go).
+	Holds *holdFigures `json:"holds,omitempty"`
 }
 
 func (r *result) line() string {
@@ -315,7 +318,14 @@ func (r *result) line() string {
 	}
 	return fmt.Sprintf("FAULT %s strategy=%s%s passed=%v oversold=%d lost_acked=%d fence_rejections=%g leases_lost=%g overlap=%q recovery=%s acked=%d errors_5xx=%d unsettled=%d fences_monotonic=%v cache=%s detail=%q",
 		r.Fault, r.Strategy, seed, r.Passed, r.Oversold, r.LostAcked, r.FenceRejections, r.LeasesLost, r.Overlap, r.recovery(),
-		r.Acknowledged, r.Errors, r.Unsettled, r.FencesMonotonic, r.CacheConverged, r.Detail)
+		r.Acknowledged, r.Errors, r.Unsettled, r.FencesMonotonic, r.CacheConverged, r.Detail) + r.holds()
+}
+
+func (r *result) holds() string {
+	if r.Holds == nil {
+		return ""
+	}
+	return " holds=" + r.Holds.String()
 }
 
 // recovered records a time to recover; the longest of a test's counts.

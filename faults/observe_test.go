@@ -22,6 +22,7 @@ import (
 const (
 	mFenceRejections = "stockguard_fence_rejections_total"
 	mLeasesLost      = "stockguard_lock_leases_lost_total"
+	mLeaderLost      = "stockguard_sweeper_lock_leases_lost_total" // the sweeper's leader lease
 	mGrants          = "stockguard_lock_acquisitions_total"
 	mRefused         = "stockguard_orders_refused_total"
 )

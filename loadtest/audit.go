@@ -13,6 +13,7 @@ import (
 type skuStock struct {
 	SKU       string `json:"sku"`
 	Available int64  `json:"available"`
+	Reserved  int64  `json:"reserved"` // held by live holds; absent (0) from a service without them
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
 }
@@ -29,6 +30,9 @@ type Audit struct {
 	Mismatches   []string `json:"mismatches,omitempty"`
 	ServerAudit  bool     `json:"server_audit"`
 	AuditProblem string   `json:"audit_problem,omitempty"`
+	// Reserved is what the run's SKUs still hold once every hold ended: 0.
+	Reserved int64      `json:"units_reserved"`
+	Holds    *HoldAudit `json:"holds,omitempty"` // a checkout workload's holds
 }
 
 func (c *client) adminCall(ctx context.Context, method, path, body string, into any) error {
@@ -172,9 +176,15 @@ func settle(ctx context.Context, c *client, stats []*vuStats, sold map[string]in
 
 // replay sends a pending order again, waiting while its first request still runs.
 func (c *client) replay(ctx context.Context, p pending) answer {
-	hdr := map[string]string{"Idempotency-Key": p.key}
+	return c.replayTo(ctx, "/v1/orders", p.key, p.body)
+}
+
+// replayTo sends a POST again with its Idempotency-Key, waiting while the first
+// request with that key still runs.
+func (c *client) replayTo(ctx context.Context, path, key string, body []byte) answer {
+	hdr := map[string]string{"Idempotency-Key": key}
 	for try := 0; ; try++ {
-		a := c.send(ctx, http.MethodPost, "/v1/orders", p.body, hdr, c.timeout)
+		a := c.send(ctx, http.MethodPost, path, body, hdr, c.timeout)
 		if definite(a) || try == 100 || ctx.Err() != nil {
 			return a
 		}
@@ -187,17 +197,29 @@ func (c *client) replay(ctx context.Context, p pending) answer {
 }
 
 // teardown audits every unit: client-side, units in 201 answers per SKU (net of
-// cancels) never exceed the stock and equal the server's sold; server-side, I1
-// for each of the run's SKUs (GET /v1/skus/{sku}: the run's own, not every SKU
-// the service ever sold, which /v1/audit would add up).
-func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[string]int64, unsettled int64) Audit {
+// cancels, plus what holds confirmed) never exceed the stock and equal the
+// server's sold; server-side, I1 for each of the run's SKUs (GET /v1/skus/{sku}:
+// the run's own, not every SKU the service ever sold, which /v1/audit would add
+// up). With holds (hr not nil, every hold ended), each hold is read back too,
+// and units lost or sold twice are counted.
+func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[string]int64, unsettled int64, hr *holdRun) Audit {
 	a := Audit{Consistent: true, Unsettled: unsettled}
+	var h *HoldAudit
+	if hr != nil {
+		h = auditHolds(ctx, c, hr)
+		a.Holds = h
+		for sku, n := range h.soldBy {
+			sold[sku] += n
+		}
+	}
 	bySKU, err := serverStocks(ctx, c, stock)
 	if err != nil {
 		a.AuditProblem = err.Error()
 	} else {
 		a.ServerAudit = true
 	}
+	// Sold can be compared when every order and every hold is known.
+	comparable := unsettled == 0 && (h == nil || h.complete)
 	for sku, st := range stock {
 		a.Stocked += st
 		cs := sold[sku]
@@ -205,12 +227,27 @@ func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[s
 		over := max(0, cs-st)
 		if s, ok := bySKU[sku]; ok {
 			a.ServerSold += s.Sold
+			a.Reserved += s.Reserved
 			over = max(over, s.Sold-s.Stocked)
-			if s.Sold != cs && unsettled == 0 {
+			if s.Sold != cs && comparable {
 				a.Mismatches = append(a.Mismatches, fmt.Sprintf("%s: clients were sold %d, the service says %d", sku, cs, s.Sold))
 			}
-			if s.Stocked-s.Sold != s.Available || s.Available < 0 {
+			if s.Stocked != s.Available+s.Reserved+s.Sold || s.Available < 0 || s.Reserved < 0 {
 				a.Consistent = false
+				if h != nil {
+					h.Problems = append(h.Problems, fmt.Sprintf("%s: I1 broken: stocked %d, available %d + reserved %d + sold %d",
+						sku, s.Stocked, s.Available, s.Reserved, s.Sold))
+				}
+			}
+			if h != nil {
+				if s.Reserved != 0 {
+					a.Mismatches = append(a.Mismatches, fmt.Sprintf("%s: %d units still reserved after every hold ended", sku, s.Reserved))
+				}
+				h.UnitsLost += max(0, s.Stocked-s.Available-s.Sold) // reserved, or gone
+				if comparable {
+					h.UnitsSoldTwice += max(0, s.Sold-cs)
+					h.UnitsLost += max(0, cs-s.Sold) // confirmed to a client, not counted sold
+				}
 			}
 		} else if a.ServerAudit {
 			a.Mismatches = append(a.Mismatches, sku+": missing from the server's audit")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -88,6 +89,68 @@ type Workload struct {
 	// Prefix names the SKUs (<prefix>-<n>); a random one by default, so runs do
 	// not share stock.
 	Prefix string `json:"prefix,omitempty" yaml:"prefix,omitempty"`
+	// Checkout, when set, makes each iteration a checkout (a hold, a think time,
+	// then a confirm, a release or nothing) instead of an order. Retry and
+	// AbandonFirst apply to each of its POSTs.
+	Checkout *Checkout `json:"checkout,omitempty" yaml:"checkout,omitempty"`
+}
+
+// Checkout is the checkout workload: hold, think, then confirm (a share),
+// release (a share) or abandon the hold to expire (the rest).
+type Checkout struct {
+	// HoldTTL is every hold's ttl, 1s..24h as the service accepts. Default 10s.
+	HoldTTL Duration `json:"holdTTL,omitempty" yaml:"holdTTL,omitempty"`
+	// ThinkTime is the mean time between a hold and its end; each is uniform in
+	// 0.5x..1.5x of it, so that holds do not end in lockstep.
+	ThinkTime Duration `json:"thinkTime,omitempty" yaml:"thinkTime,omitempty"`
+	// Confirm and Release are the shares of holds confirmed and released.
+	Confirm float64 `json:"confirm,omitempty" yaml:"confirm,omitempty"`
+	Release float64 `json:"release,omitempty" yaml:"release,omitempty"`
+	// PartialConfirm is the share of confirms that confirm fewer units than held.
+	PartialConfirm float64 `json:"partialConfirm,omitempty" yaml:"partialConfirm,omitempty"`
+	// ExpiryMargin is how long past a hold's expiry the audit waits before it
+	// reads: at least the service's sweep interval plus one lock lease (6s with
+	// its defaults). Default 10s, 100ms..10m.
+	ExpiryMargin Duration `json:"expiryMargin,omitempty" yaml:"expiryMargin,omitempty"`
+}
+
+// Bounds of the checkout settings.
+const (
+	minHoldTTL      = time.Second
+	maxHoldTTL      = 24 * time.Hour
+	defaultHoldTTL  = 10 * time.Second
+	minExpiryMargin = 100 * time.Millisecond
+	maxExpiryMargin = 10 * time.Minute
+	defaultMargin   = 10 * time.Second
+)
+
+func (co *Checkout) validate() error {
+	if co.HoldTTL == 0 {
+		co.HoldTTL = Duration(defaultHoldTTL)
+	}
+	if co.ExpiryMargin == 0 {
+		co.ExpiryMargin = Duration(defaultMargin)
+	}
+	var errs []error
+	if d := time.Duration(co.HoldTTL); d < minHoldTTL || d > maxHoldTTL {
+		errs = append(errs, fmt.Errorf("checkout: holdTTL %s is not in %s..%s", d, minHoldTTL, maxHoldTTL))
+	}
+	if d := time.Duration(co.ExpiryMargin); d < minExpiryMargin || d > maxExpiryMargin {
+		errs = append(errs, fmt.Errorf("checkout: expiryMargin %s is not in %s..%s", d, minExpiryMargin, maxExpiryMargin))
+	}
+	if co.ThinkTime < 0 || time.Duration(co.ThinkTime) > maxHoldTTL {
+		errs = append(errs, fmt.Errorf("checkout: thinkTime is in 0..%s", maxHoldTTL))
+	}
+	for _, share := range []float64{co.Confirm, co.Release, co.PartialConfirm} {
+		if share < 0 || share > 1 {
+			errs = append(errs, errors.New("checkout: shares (confirm, release, partialConfirm) are between 0 and 1"))
+			break
+		}
+	}
+	if co.Confirm+co.Release > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("checkout: confirm %v + release %v is over 1 (the rest are abandoned)", co.Confirm, co.Release))
+	}
+	return errors.Join(errs...)
 }
 
 // Config is a whole run.
@@ -98,6 +161,9 @@ type Config struct {
 	Thresholds map[string][]string `json:"thresholds,omitempty" yaml:"thresholds,omitempty"`
 	// Timeout bounds each request. Default 10s.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Log takes the run's few messages (the teardown's wait, a failed audit);
+	// none when nil.
+	Log *slog.Logger `json:"-" yaml:"-"`
 }
 
 // LoadConfig reads a scenario file, YAML or JSON by its extension.
@@ -217,6 +283,15 @@ func (s *Scenario) validate() error {
 	}
 	if w.Stock < 0 || w.SKUs < 1 || w.MaxQuantity < 1 || w.MaxQuantity > 1000 {
 		errs = append(errs, errors.New("workload: skus >= 1, stock >= 0, maxQuantity in 1..1000"))
+	}
+	if w.Checkout != nil {
+		if err := w.Checkout.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if w.Cancel != 0 {
+			// A confirmed hold's order stays placed, so that sold is what holds confirmed.
+			errs = append(errs, errors.New("checkout: cancel applies to orders; a checkout cancels nothing"))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestShippedScenarioFilesLoad(t *testing.T) {
-	for _, f := range []string{"scenarios/hot-sku.yaml", "scenarios/smoke.json"} {
+	for _, f := range []string{"scenarios/hot-sku.yaml", "scenarios/smoke.json", "scenarios/checkout.yaml"} {
 		c, err := LoadConfig(f)
 		if err != nil {
 			t.Fatal(err)
@@ -17,7 +17,15 @@ func TestShippedScenarioFilesLoad(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	c, _ := LoadConfig("scenarios/hot-sku.yaml")
+	c, _ := LoadConfig("scenarios/checkout.yaml")
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if co := c.Scenarios["hot"].Workload.Checkout; co == nil || time.Duration(co.HoldTTL) != 15*time.Second || co.Confirm != 0.6 ||
+		time.Duration(c.Scenarios["spread"].Workload.Checkout.ExpiryMargin) != defaultMargin {
+		t.Fatalf("checkout scenario read as %+v", co)
+	}
+	c, _ = LoadConfig("scenarios/hot-sku.yaml")
 	if s := c.Scenarios["spread"]; s.Executor != RampingArrivalRate || len(s.Stages) != 2 || time.Duration(s.Stages[0].Duration) != 10*time.Second || s.Workload.Popularity != "zipf" {
 		t.Fatalf("spread scenario read as %+v", s)
 	}

@@ -118,7 +118,9 @@ func TestArrivalRateDropsWhatItCannotStart(t *testing.T) {
 }
 
 func TestRampingVUsRamps(t *testing.T) {
-	f := &fakeService{delay: 5 * time.Millisecond}
+	// Requests of 50ms keep a VU inside one nearly all the time, so that all ten
+	// overlap at the end even on a busy machine (with 5ms, 9 did once).
+	f := &fakeService{delay: 50 * time.Millisecond}
 	sum := runAgainst(t, f, Scenario{Executor: RampingVUs, StartVUs: 0,
 		Stages: []Stage{{Duration: Duration(time.Second), Target: 10}, {Duration: Duration(500 * time.Millisecond), Target: 10}}})
 	early, late := f.maxInFlight(0, 250*time.Millisecond), f.maxInFlight(1100*time.Millisecond, 1500*time.Millisecond)

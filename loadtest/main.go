@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -33,6 +34,9 @@ func main() {
 	stop()
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errAudit):
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(98) // worse than a threshold: the service broke a rule
 	case errors.Is(err, errThresholds):
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(99) // k6's exit code for failed thresholds
@@ -42,7 +46,10 @@ func main() {
 	}
 }
 
-var errThresholds = errors.New("some thresholds failed")
+var (
+	errThresholds = errors.New("some thresholds failed")
+	errAudit      = errors.New("the checkout audit failed")
+)
 
 type multiFlag []string
 
@@ -118,6 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
 	runID := randomKey()[:8]
 	i := 0
 	for name, s := range cfg.Scenarios {
@@ -142,6 +150,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := sum.WriteChart(*chartPath, "stockguard load test "+runID); err != nil {
 			return err
 		}
+	}
+	if sum.Audit.failed() {
+		h := sum.Audit.Holds
+		return fmt.Errorf("%w: %d units sold twice, %d lost, %d oversold, %d problems", errAudit,
+			h.UnitsSoldTwice, h.UnitsLost, sum.Audit.Oversold, len(h.Problems)+len(sum.Audit.Mismatches))
 	}
 	for _, v := range sum.Verdicts {
 		if !v.Pass {
@@ -177,6 +190,10 @@ func progressWriter(stderr io.Writer, quiet bool) io.Writer {
 
 // Run seeds, runs every scenario at once, audits and judges.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	lv := &live{}
 	rec := newRecorder()
 	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, rec) //nolint:contextcheck // its dialer is bounded by each request's deadline
@@ -194,7 +211,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	var mu sync.Mutex
 	var all []*vuStats
 	var wg sync.WaitGroup
+	checkout := false
 	for _, s := range cfg.Scenarios {
+		checkout = checkout || s.Workload.Checkout != nil
 		wk := newWorker(c, s.Workload, s.Executor == ConstantArrivalRate || s.Executor == RampingArrivalRate)
 		wg.Go(func() {
 			stats := runScenario(ctx, s, lv, rec.newVU, wk.iterate)
@@ -212,10 +231,26 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 			sold[sku] += n
 		}
 	}
+	// Teardown is not cut short by an interrupt: a run without its audit proves
+	// nothing. Only the wait for holds to expire is.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	unsettled := settle(actx, c, all, sold)
-	sum := summarize(elapsed, all, lv, rec, teardown(actx, c, stock, sold, unsettled))
+	var hr *holdRun
+	if checkout {
+		hr = settleHolds(actx, c, all)
+		waitForHolds(ctx, log, hr)
+		// The reads: a minute, and a millisecond a hold (32 at a time).
+		var rcancel context.CancelFunc
+		actx, rcancel = context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second+time.Duration(len(hr.holds))*time.Millisecond)
+		defer rcancel()
+	}
+	audit := teardown(actx, c, stock, sold, unsettled, hr)
+	if audit.failed() {
+		log.Error("the checkout audit failed", "sold_twice", audit.Holds.UnitsSoldTwice, "lost", audit.Holds.UnitsLost,
+			"oversold", audit.Oversold, "problems", len(audit.Holds.Problems), "mismatches", len(audit.Mismatches))
+	}
+	sum := summarize(elapsed, all, lv, rec, audit)
 	sum.judge(cfg)
 	return sum, nil
 }

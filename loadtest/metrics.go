@@ -25,7 +25,31 @@ type vuStats struct {
 	soldUnits                        map[string]int64 // 201 answers, net of cancels
 	unknown                          []pending        // orders whose answer was lost
 	cancelsUnknown                   []order          // cancels whose answer was lost
+	named                            map[string]*checkCount
+	holds                            []*holdRec    // every hold a 201 answered
+	holdsUnknown                     []pendingHold // holds whose answer was lost
+	holdsRefused                     int64
 }
+
+// checkCount is one named check's passes and failures, as k6 lists them.
+type checkCount struct {
+	Passes int64 `json:"passes"`
+	Fails  int64 `json:"fails"`
+}
+
+// reqKind names the requests that have their own latency metric.
+type reqKind int
+
+const (
+	kindOther reqKind = iota
+	kindHold
+	kindConfirm
+	kindRelease
+	nKinds
+)
+
+// kindMetric is each kind's trend metric, as thresholds and the summary name it.
+var kindMetric = [nKinds]string{"", "hold_duration", "confirm_duration", "release_duration"}
 
 // shard holds the latency histograms and the per-second timeline of the VUs
 // assigned to it: a fixed number of them whatever the VU count, so 1,000 VUs cost
@@ -33,6 +57,7 @@ type vuStats struct {
 type shard struct {
 	mu              sync.Mutex
 	reqDur, iterDur *hdrhistogram.Histogram
+	byKind          [nKinds]*hdrhistogram.Histogram // made on first use: most runs place orders only
 }
 
 // second is one second of the run, for the chart.
@@ -77,11 +102,17 @@ func (r *recorder) newVU() *vuStats {
 		soldUnits: map[string]int64{}}
 }
 
-func (r *recorder) request(sh *shard, at time.Time, d time.Duration, failed bool) {
+func (r *recorder) request(sh *shard, kind reqKind, at time.Time, d time.Duration, failed bool) {
 	i := max(0, int(at.Sub(r.start)/time.Second))
 	us := clamp(d.Microseconds())
 	sh.mu.Lock()
 	_ = sh.reqDur.RecordValue(us)
+	if kind != kindOther {
+		if sh.byKind[kind] == nil {
+			sh.byKind[kind] = newHist()
+		}
+		_ = sh.byKind[kind].RecordValue(us)
+	}
 	sh.mu.Unlock()
 	r.secMu.Lock()
 	for len(r.secs) <= i {

@@ -17,6 +17,8 @@ type Summary struct {
 	Duration   time.Duration
 	reqDur     *hdrhistogram.Histogram
 	iterDur    *hdrhistogram.Histogram
+	byKind     [nKinds]*hdrhistogram.Histogram // hold, confirm, release latency
+	Named      map[string]checkCount           // named checks (the checkout's)
 	Reqs       int64
 	Failed     int64
 	Checks     int64
@@ -55,8 +57,18 @@ type Point struct {
 
 func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit Audit) *Summary {
 	s := &Summary{Duration: d, reqDur: newHist(), iterDur: newHist(), Audit: audit,
-		Dropped: lv.dropped.Load(), BytesIn: lv.bytesIn.Load(), BytesOut: lv.bytesOut.Load(), MaxVUs: lv.maxVUs.Load()}
+		Dropped: lv.dropped.Load(), BytesIn: lv.bytesIn.Load(), BytesOut: lv.bytesOut.Load(), MaxVUs: lv.maxVUs.Load(),
+		Named: map[string]checkCount{}}
+	for k := range s.byKind {
+		s.byKind[k] = newHist()
+	}
 	for _, v := range stats {
+		for name, n := range v.named {
+			c := s.Named[name]
+			c.Passes += n.Passes
+			c.Fails += n.Fails
+			s.Named[name] = c
+		}
 		s.Reqs += v.reqs
 		s.Failed += v.failed
 		s.Checks += v.checks
@@ -75,11 +87,21 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 	if audit.Oversold > 0 || !audit.Consistent {
 		s.ChecksFail++
 	}
+	if h := audit.Holds; h != nil { // and every hold's units accounted for
+		s.auditCheck(chkAuditHolds, h.StillHeld == 0 && len(h.Problems) == 0)
+		s.auditCheck(chkAuditSoldTwice, h.UnitsSoldTwice == 0)
+		s.auditCheck(chkAuditLost, h.UnitsLost == 0 && audit.Reserved == 0)
+	}
 	for i := range rec.shards {
 		sh := &rec.shards[i]
 		sh.mu.Lock()
 		s.reqDur.Merge(sh.reqDur)
 		s.iterDur.Merge(sh.iterDur)
+		for k, h := range sh.byKind {
+			if h != nil {
+				s.byKind[k].Merge(h)
+			}
+		}
 		sh.mu.Unlock()
 	}
 	rec.secMu.Lock()
@@ -89,6 +111,28 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 			P50: ms(sec.lat.ValueAtQuantile(50)), P95: ms(sec.lat.ValueAtQuantile(95)), P99: ms(sec.lat.ValueAtQuantile(99))})
 	}
 	return s
+}
+
+func (s *Summary) auditCheck(name string, pass bool) {
+	c := s.Named[name]
+	s.Checks++
+	if pass {
+		c.Passes++
+	} else {
+		c.Fails++
+		s.ChecksFail++
+	}
+	s.Named[name] = c
+}
+
+// kindHist is the histogram of a per-request trend metric, nil for another.
+func (s *Summary) kindHist(metric string) *hdrhistogram.Histogram {
+	for k, m := range kindMetric {
+		if m != "" && m == metric {
+			return s.byKind[k]
+		}
+	}
+	return nil
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }
@@ -106,11 +150,25 @@ func (s *Summary) value(metric, agg string, p float64) float64 {
 	counterOf := map[string]int64{"http_reqs": s.Reqs, "iterations": s.Iterations, "dropped_iterations": s.Dropped,
 		"orders_accepted": s.Accepted, "orders_refused": s.Refused, "oversold": s.Audit.Oversold,
 		"data_sent": s.BytesOut, "data_received": s.BytesIn}
+	if h := s.Audit.Holds; h != nil {
+		for k, v := range map[string]int64{"holds_placed": h.Placed, "holds_refused": h.Refused,
+			"units_held": h.UnitsHeld, "units_confirmed": h.UnitsConfirmed, "units_released": h.UnitsReleased,
+			"units_expired": h.UnitsExpired, "units_lost": h.UnitsLost, "units_sold_twice": h.UnitsSoldTwice} {
+			counterOf[k] = v
+		}
+	}
 	switch metric {
-	case "http_req_duration", "iteration_duration":
+	case "http_req_duration", "iteration_duration", "hold_duration", "confirm_duration", "release_duration":
 		h := s.reqDur
-		if metric == "iteration_duration" {
+		switch metric {
+		case "iteration_duration":
 			h = s.iterDur
+		case "http_req_duration":
+		default:
+			h = s.kindHist(metric)
+		}
+		if h == nil {
+			return 0
 		}
 		switch agg {
 		case "avg":
@@ -196,10 +254,31 @@ func (s *Summary) WriteText(w io.Writer) {
 		return float64(n) / secs
 	}
 	fmt.Fprintln(w)
+	names := make([]string, 0, len(s.Named))
+	for name := range s.Named {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names { // as k6 lists its checks, above the metrics
+		c := s.Named[name]
+		if c.Fails == 0 {
+			fmt.Fprintf(w, "     ✓ %s\n", name)
+			continue
+		}
+		fmt.Fprintf(w, "     ✗ %s\n      ↳  %.0f%% — ✓ %d / ✗ %d\n", name, 100*ratio(c.Passes, c.Passes+c.Fails), c.Passes, c.Fails)
+	}
+	if len(names) > 0 {
+		fmt.Fprintln(w)
+	}
 	line("checks", "%.2f%% ✓ %d ✗ %d", 100*ratio(s.Checks-s.ChecksFail, s.Checks), s.Checks-s.ChecksFail, s.ChecksFail)
 	line("data_received", "%s %s/s", bytesHuman(s.BytesIn), bytesHuman(int64(perSec(s.BytesIn))))
 	line("data_sent", "%s %s/s", bytesHuman(s.BytesOut), bytesHuman(int64(perSec(s.BytesOut))))
 	line("dropped_iterations", "%d %.1f/s", s.Dropped, perSec(s.Dropped))
+	for k, h := range s.byKind {
+		if h != nil && h.TotalCount() > 0 {
+			trendLine(kindMetric[k], h)
+		}
+	}
 	trendLine("http_req_duration", s.reqDur)
 	line("http_req_failed", "%.2f%% ✓ %d ✗ %d", 100*ratio(s.Failed, s.Reqs), s.Failed, s.Reqs-s.Failed)
 	line("http_reqs", "%d %.1f/s", s.Reqs, perSec(s.Reqs))
@@ -211,8 +290,25 @@ func (s *Summary) WriteText(w io.Writer) {
 	line("units_stocked", "%d", s.Audit.Stocked)
 	line("units_sold", "%d by clients' count, %d by the service's", s.Audit.ClientSold, s.Audit.ServerSold)
 	line("oversold", "%d", s.Audit.Oversold)
+	if h := s.Audit.Holds; h != nil {
+		line("holds", "%d placed, %d refused: %d confirmed, %d released, %d expired, %d still held",
+			h.Placed, h.Refused, h.Confirmed, h.Released, h.Expired, h.StillHeld)
+		line("units_held", "%d: %d confirmed, %d released, %d expired", h.UnitsHeld, h.UnitsConfirmed, h.UnitsReleased, h.UnitsExpired)
+		line("units_reserved", "%d once every hold ended (after waiting %.1fs)", s.Audit.Reserved, h.WaitedS)
+		line("units_lost", "%d", h.UnitsLost)
+		line("units_sold_twice", "%d", h.UnitsSoldTwice)
+		if h.Unsettled > 0 {
+			line("holds_unsettled", "%d (answers lost and not learned at teardown)", h.Unsettled)
+		}
+		for _, p := range h.Problems {
+			fmt.Fprintf(w, "     ✗ audit: %s\n", p)
+		}
+	}
 	if s.Audit.Unsettled > 0 {
 		line("orders_unsettled", "%d (answers lost and not learned at teardown)", s.Audit.Unsettled)
+	}
+	if !s.Audit.Consistent {
+		fmt.Fprintln(w, "     ✗ audit: I1 broken: stocked != available + reserved + sold, or a negative count, on some SKU")
 	}
 	for _, m := range s.Audit.Mismatches {
 		fmt.Fprintf(w, "     ✗ audit: %s\n", m)
@@ -259,6 +355,19 @@ func (s *Summary) WriteJSON(path string) error {
 		"oversold":              s.Audit.Oversold,
 		"thresholds":            s.Verdicts,
 		"timeline":              s.Timeline,
+	}
+	if len(s.Named) > 0 {
+		out["checks_by_name"] = s.Named
+	}
+	for k, h := range s.byKind {
+		if h != nil && h.TotalCount() > 0 {
+			out[kindMetric[k]+"_ms"] = q(h)
+		}
+	}
+	if h := s.Audit.Holds; h != nil {
+		out["units_lost"] = h.UnitsLost
+		out["units_sold_twice"] = h.UnitsSoldTwice
+		out["audit_failed"] = s.Audit.failed()
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

@@ -78,6 +78,7 @@ type answer struct {
 	status      int
 	contentType string
 	body        []byte
+	replayed    bool // Idempotent-Replayed: true
 	err         error
 }
 
@@ -105,6 +106,7 @@ func (c *client) send(ctx context.Context, method, path string, body []byte, hdr
 	if err == nil {
 		a.status, a.contentType = resp.StatusCode(), string(resp.Header.ContentType())
 		a.body = append([]byte(nil), resp.Body()...)
+		a.replayed = string(resp.Header.Peek("Idempotent-Replayed")) == "true"
 	}
 	fasthttp.ReleaseRequest(req)
 	fasthttp.ReleaseResponse(resp)
@@ -114,6 +116,11 @@ func (c *client) send(ctx context.Context, method, path string, body []byte, hdr
 // do sends one request and records it; since is when its latency starts (the
 // scheduled start, for the first request of an arrival-rate iteration).
 func (c *client) do(ctx context.Context, vu *vuStats, method, path string, body []byte, hdr map[string]string, since time.Time, ok func(int) bool) answer {
+	return c.doAs(ctx, vu, kindOther, method, path, body, hdr, since, ok)
+}
+
+// doAs is do for a request with a latency metric of its own.
+func (c *client) doAs(ctx context.Context, vu *vuStats, kind reqKind, method, path string, body []byte, hdr map[string]string, since time.Time, ok func(int) bool) answer {
 	a := c.send(ctx, method, path, body, hdr, c.timeout)
 	if ctx.Err() != nil && a.err != nil {
 		return a // the run ended under this request: not an answer
@@ -126,7 +133,7 @@ func (c *client) do(ctx context.Context, vu *vuStats, method, path string, body 
 		c.lv.failed.Add(1)
 	}
 	c.lv.reqs.Add(1)
-	c.rec.request(vu.sh, time.Now(), d, failed)
+	c.rec.request(vu.sh, kind, time.Now(), d, failed)
 	return a
 }
 
@@ -134,6 +141,24 @@ func check(vu *vuStats, pass bool) {
 	vu.checks++
 	if !pass {
 		vu.checksFail++
+	}
+}
+
+// checkAs is a check with a name, listed in the summary with its own counts.
+func checkAs(vu *vuStats, name string, pass bool) {
+	check(vu, pass)
+	if vu.named == nil {
+		vu.named = map[string]*checkCount{}
+	}
+	n := vu.named[name]
+	if n == nil {
+		n = &checkCount{}
+		vu.named[name] = n
+	}
+	if pass {
+		n.Passes++
+	} else {
+		n.Fails++
 	}
 }
 
@@ -183,14 +208,28 @@ func (wk *worker) pick(r *mrand.Rand) string {
 	return wk.skus[r.IntN(len(wk.skus))]
 }
 
+// lines picks an order's (or a hold's) lines: one SKU, or two to three for the
+// MultiSKU share.
+func (wk *worker) lines(r *mrand.Rand) []item {
+	lines := []item{{SKU: wk.pick(r), Quantity: 1 + r.IntN(wk.w.MaxQuantity)}}
+	if r.Float64() < wk.w.MultiSKU && len(wk.skus) > 1 {
+		for range 1 + r.IntN(2) {
+			lines = append(lines, item{SKU: wk.pick(r), Quantity: 1 + r.IntN(wk.w.MaxQuantity)})
+		}
+	}
+	return lines
+}
+
 type item struct {
 	SKU      string `json:"sku"`
 	Quantity int    `json:"quantity"`
 }
 
 type order struct {
-	ID    string `json:"id"`
-	Items []item `json:"items"`
+	ID            string `json:"id"`
+	Status        string `json:"status,omitempty"`
+	Items         []item `json:"items"`
+	ReservationID string `json:"reservation_id,omitempty"`
 }
 
 func orderOK(s int) bool  { return s == http.StatusCreated || s == http.StatusConflict }
@@ -199,17 +238,16 @@ func cancelOK(s int) bool { return s == http.StatusOK || s == http.StatusConflic
 // iterate is one order: maybe multi-SKU, maybe retried with an Idempotency-Key
 // (maybe after abandoning the first attempt), maybe cancelled.
 func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time) {
+	if wk.w.Checkout != nil {
+		wk.checkout(ctx, vu, scheduled)
+		return
+	}
 	r := vu.rng
 	since := time.Now()
 	if wk.arriv {
 		since = scheduled
 	}
-	lines := []item{{SKU: wk.pick(r), Quantity: 1 + r.IntN(wk.w.MaxQuantity)}}
-	if r.Float64() < wk.w.MultiSKU && len(wk.skus) > 1 {
-		for range 1 + r.IntN(2) {
-			lines = append(lines, item{SKU: wk.pick(r), Quantity: 1 + r.IntN(wk.w.MaxQuantity)})
-		}
-	}
+	lines := wk.lines(r)
 	body := appendOrder(make([]byte, 0, 64+48*len(lines)), lines)
 	// Every order carries an Idempotency-Key, as a careful client's do: an order
 	// whose answer is lost can then be asked about again at teardown, so that the
@@ -288,18 +326,7 @@ type pending struct {
 // place sends an order; with an Idempotency-Key, an answer that the first request
 // with that key is still running is followed by another try, as a client would.
 func (wk *worker) place(ctx context.Context, vu *vuStats, body []byte, hdr map[string]string, since time.Time) answer {
-	for try := 0; ; try++ {
-		a := wk.c.do(ctx, vu, http.MethodPost, "/v1/orders", body, hdr, since, orderOK)
-		if a.status != http.StatusConflict || !stillRunning(a) || try == 50 {
-			return a
-		}
-		select {
-		case <-ctx.Done():
-			return a
-		case <-time.After(20 * time.Millisecond): // the client's back-off before asking again
-		}
-		since = time.Now()
-	}
+	return wk.postKeyed(ctx, vu, kindOther, "/v1/orders", body, hdr, since, orderOK)
 }
 
 // appendOrder writes {"items":[{"sku":...,"quantity":...}]}: SKU names are

@@ -44,6 +44,11 @@ func (r *Results) charts(dir string) error {
 	if err := savePanels(filepath.Join(dir, "throughput.png"), tput); err != nil {
 		return err
 	}
+	if r.Holds != nil {
+		if err := r.Holds.chart(filepath.Join(dir, "holds.png")); err != nil {
+			return err
+		}
+	}
 	return savePanels(filepath.Join(dir, "latency.png"), lat)
 }
 

@@ -8,6 +8,7 @@
 //
 //	go run ./cmd/bench                 # the quick profile (make bench)
 //	go run ./cmd/bench -profile full   # longer runs, more repeats
+//	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,11 +71,17 @@ type Profile struct {
 	Repeats  int           `json:"repeats"`
 	VUs      []int         `json:"vus"`
 	PgBench  time.Duration `json:"pgbench_duration_ns"`
+	// The sweeper's run: how many holds expire at once, and how long orders are
+	// measured before they do.
+	SweepHolds  int           `json:"sweep_holds"`
+	SweepBefore time.Duration `json:"sweep_before_ns"`
 }
 
 var profiles = map[string]Profile{
-	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 3, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second},
-	"full":  {Name: "full", Duration: 10 * time.Second, Repeats: 5, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second},
+	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 3, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second,
+		SweepHolds: 20_000, SweepBefore: 5 * time.Second},
+	"full": {Name: "full", Duration: 10 * time.Second, Repeats: 5, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second,
+		SweepHolds: 100_000, SweepBefore: 10 * time.Second},
 }
 
 type options struct {
@@ -85,6 +93,9 @@ type options struct {
 	redisURL    string
 	out         string
 	markdown    string
+	holds       string // on, off or only
+	holdsVUs    int
+	command     string // as typed, for the report
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -104,7 +115,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"Redis to run on; each strategy gets its own namespace, deleted after ($STOCKGUARD_BENCH_REDIS_URL)")
 	fs.StringVar(&o.out, "out", "benchmarks", "folder for results.json and the charts")
 	fs.StringVar(&o.markdown, "markdown", "BENCHMARKS.md", "the report to write")
-	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json")
+	fs.StringVar(&o.holds, "holds", "on", "the holds benchmark on the default strategy: on, off, or only (nothing else measured; "+
+		"its section of the report and its chart replaced in place)")
+	fs.IntVar(&o.holdsVUs, "holds-vus", 64, "VUs of the holds benchmark")
+	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
+	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json (or the Holds section and chart from a holds.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +136,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *repeats > 0 {
 		p.Repeats = *repeats
 	}
+	if *sweepHolds > 0 {
+		p.SweepHolds = *sweepHolds
+	}
+	if o.holds != "on" && o.holds != "off" && o.holds != "only" {
+		return fmt.Errorf("holds: %q (want on, off or only)", o.holds)
+	}
+	if o.holdsVUs < 1 {
+		return fmt.Errorf("holds-vus: %d is not a positive number", o.holdsVUs)
+	}
+	o.command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))
 	if *vus != "" {
 		p.VUs = nil
 		for _, v := range strings.Split(*vus, ",") {
@@ -151,6 +176,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if o.holds == "only" {
+		if err := res.Holds.writeOnly(o); err != nil {
+			return err
+		}
+		res.Holds.printSummary(stdout)
+		fmt.Fprintf(stdout, "\nwrote the Holds section of %s, %s/holds.json and %s/holds.png\n", o.markdown, o.out, o.out)
+		return nil
+	}
 	if err := res.write(o); err != nil {
 		return err
 	}
@@ -174,11 +207,23 @@ func envOr(getenv func(string) string, k, def string) string {
 	return def
 }
 
-// rerender writes the report and charts of a results.json again.
+// rerender writes the report and charts of a results.json again, or the Holds
+// section and chart of a holds.json.
 func rerender(path string, o options, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if filepath.Base(path) == "holds.json" {
+		var h HoldsResults
+		if err := json.Unmarshal(b, &h); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := h.writeOnly(o); err != nil {
+			return err
+		}
+		h.printSummary(stdout)
+		return nil
 	}
 	var res Results
 	if err := json.Unmarshal(b, &res); err != nil {

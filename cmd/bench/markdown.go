@@ -57,7 +57,12 @@ Redis commands are the server's `+"`total_commands_processed`"+` over a run, and
 transactions the transaction ids PostgreSQL assigned, both divided by the orders accepted;
 both include the run's seeding and audit.
 
-## The strategies
+`)
+	if r.Holds != nil {
+		r.Holds.markdown(w, o.out)
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, `## The strategies
 
 | strategy | what it does per order |
 |---|---|

@@ -84,6 +84,12 @@ func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error)
 	res := &Results{Profile: o.profile, Replicas: o.replicas, Default: string(orders.DefaultStrategy),
 		RSS: map[string]int64{}, Sellout: map[string]Run{}}
 	res.Machine = machine(ctx, db, rdb)
+	if o.holds == "only" {
+		if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+		return res, nil
+	}
 	total := len(o.strategies) * (len(o.workloads)*len(o.profile.VUs)*o.profile.Repeats + 1)
 	log.Info("plan", "profile", o.profile.Name, "strategies", len(o.strategies), "runs", total,
 		"run_length", o.profile.Duration, "estimate", (time.Duration(total) * (o.profile.Duration + 1500*time.Millisecond)).Round(time.Minute))
@@ -115,39 +121,33 @@ func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error)
 		res.Sellout[string(s)] = sell
 		res.RSS[string(s)] = rss
 	}
+	if o.holds == "on" {
+		if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+	}
 	res.summarize()
 	return res, nil
+}
+
+// interrupted says so when ctx ended: the error is then its consequence.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.New("interrupted: every process the benchmark started is stopped")
+	}
+	return err
 }
 
 // measureStrategy starts the replicas on s and runs every point, then the sell-out.
 func measureStrategy(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
 	s orders.Strategy, log *slog.Logger, tick func()) (runs []Run, sell Run, peakRSS int64, err error) {
-	// Each strategy starts on empty tables, so that none pays for another's rows.
-	if err := db.WithContext(ctx).Exec("TRUNCATE skus, orders, order_lines, stock_ledger, idempotency_records").Error; err != nil {
-		return nil, sell, 0, fmt.Errorf("truncate: %w", err)
-	}
-	ns := "bench-" + string(s) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	defer topology.DropNamespace(ctx, o.redisURL, ns, log)
-	env := append(os.Environ(), "DATABASE_URL="+o.databaseURL, "REDIS_URL="+o.redisURL, "STOCKGUARD_NAMESPACE="+ns,
-		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+string(s), "STOCKGUARD_ALLOW_OVERSELL=true",
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error")
-	var procs []*exec.Cmd
-	defer func() { topology.StopAll(procs) }()
-	var backends []string
-	for i := range o.replicas {
-		cmd, u, err := topology.StartReplica(ctx, bins.Stockguard, env)
-		if err != nil {
-			return nil, sell, 0, fmt.Errorf("replica %d: %w", i, err)
-		}
-		procs = append(procs, cmd)
-		backends = append(backends, u)
-	}
-	lb, err := topology.StartBalancer(ctx, backends, log)
+	c, err := startCluster(ctx, o, bins, db, s, nil, log)
 	if err != nil {
 		return nil, sell, 0, err
 	}
-	defer lb.Stop(ctx)
-	log.Info("strategy starts", "strategy", s, "replicas", len(backends))
+	defer c.stop(ctx, o.redisURL, log)
+	procs, lb := c.procs, c.lb
+	log.Info("strategy starts", "strategy", s, "replicas", len(procs))
 
 	// A warm-up round, then ANALYZE: PostgreSQL plans for the tables it was told
 	// of, and an emptied table is planned as empty (sequential scans) until

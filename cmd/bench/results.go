@@ -34,6 +34,7 @@ type Results struct {
 	Points   []Point          `json:"points"`
 	Costs    []Cost           `json:"costs"`
 	Targets  []Target         `json:"targets"`
+	Holds    *HoldsResults    `json:"holds,omitempty"`
 }
 
 // Point is the medians of the runs of one strategy, workload and VU count.
@@ -305,6 +306,9 @@ func (r *Results) printSummary(w io.Writer) {
 			mark = "MISS"
 		}
 		fmt.Fprintf(w, "%s  %s: %s\n", mark, t.What, t.Figure)
+	}
+	if r.Holds != nil {
+		r.Holds.printSummary(w)
 	}
 }
 

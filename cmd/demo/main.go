@@ -5,8 +5,12 @@
 // generator driving the same load through the balancer twice: first with the
 // unsafe strategy (the control group: it oversells), then with the default
 // strategy (lock-batch: the per-SKU lock, queued orders served together). It prints
-// both side by side and exits 0 only when the second round oversold nothing. Every
-// process it starts is stopped on the way out, Ctrl-C included.
+// both side by side. A third round (carts.go), on replicas that sweep expired holds
+// every 200 ms, is a flash sale with carts: shoppers hold units, most abandon them,
+// and the units that expire are bought by shoppers refused at first. It exits 0
+// only when neither the second round nor the third oversold anything and the third
+// round's audit agrees with its shoppers. Every process it starts is stopped on the
+// way out, Ctrl-C included.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,8 +61,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")
 	fs.IntVar(&o.vus, "vus", 64, "load generator VUs")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each round")
+	var co cartOptions
+	fs.IntVar(&co.stock, "cart-stock", 20, "units on sale in the carts round")
+	fs.IntVar(&co.shoppers, "shoppers", 300, "shoppers in the carts round")
+	fs.DurationVar(&co.ttl, "hold-ttl", 3*time.Second, "time to live of a cart's hold in the carts round")
+	fs.DurationVar(&co.sweep, "sweep-interval", 200*time.Millisecond, "the replicas' --sweep-interval in the carts round")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if co.stock < 1 || co.shoppers <= co.stock || co.ttl < orders.MinHoldTTL || co.sweep <= 0 {
+		return fmt.Errorf("the carts round needs -cart-stock >= 1, more -shoppers than units, -hold-ttl >= %s and a positive -sweep-interval", orders.MinHoldTTL)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -93,6 +106,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("the %s round oversold %.0f units", rows[1].Strategy, rows[1].Oversold)
 	}
 	fmt.Fprintf(stdout, "\nthe %s round oversold nothing: %d replicas, one SKU, %d units, %d VUs\n", rows[1].Strategy, o.replicas, o.stock, o.vus)
+
+	carts, err := runCarts(ctx, bins, dir, redisURL, getenv("DATABASE_URL"), o.replicas, co, log)
+	if ctx.Err() != nil {
+		return errors.New("interrupted: every process the demo started is stopped")
+	}
+	if err != nil {
+		return fmt.Errorf("carts round: %w", err)
+	}
+	printCarts(stdout, carts, co)
+	if !carts.Consistent {
+		return fmt.Errorf("the carts round failed its checks: %s", strings.Join(carts.Problems, "; "))
+	}
+	fmt.Fprintf(stdout, "\nthe carts round oversold nothing: %d units came back from abandoned carts, %d were sold again; the audit agrees with the shoppers\n",
+		carts.Expired, carts.Resold)
 	return nil
 }
 
@@ -117,41 +144,16 @@ const adminToken = "demo-admin-token"
 
 // runRound starts the replicas and the balancer, drives them, and stops them.
 func runRound(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL, strategy string, o options, log *slog.Logger) (roundResult, error) {
-	if databaseURL == "" {
-		databaseURL = "sqlite:" + filepath.Join(dir, strategy+".db")
-	}
-	ns := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	defer topology.DropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
-	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
-		"STOCKGUARD_NAMESPACE="+ns,
-		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true",
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
-		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s") // a quick stop on Ctrl-C
-	mig := exec.CommandContext(ctx, bins.Stockguard, "migrate")
-	mig.Env = env
-	if out, err := mig.CombinedOutput(); err != nil {
-		return roundResult{}, fmt.Errorf("migrate: %w\n%s", err, out)
-	}
-	var backends []string
-	var procs []*exec.Cmd
-	defer func() { topology.StopAll(procs) }()
-	for i := range o.replicas {
-		cmd, url, err := topology.StartReplica(ctx, bins.Stockguard, env)
-		if err != nil {
-			return roundResult{}, fmt.Errorf("replica %d: %w", i, err)
-		}
-		procs = append(procs, cmd)
-		backends = append(backends, url)
-	}
-	lb, err := topology.StartBalancer(ctx, backends, log)
+	lbURL, stop, err := startCluster(ctx, bins, dir, redisURL, databaseURL, strategy, o.replicas, log,
+		"STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true")
 	if err != nil {
 		return roundResult{}, err
 	}
-	defer lb.Stop(ctx)
-	log.Info("round starts", "strategy", strategy, "replicas", len(backends), "balancer", lb.URL)
+	defer stop()
+	log.Info("round starts", "strategy", strategy, "replicas", o.replicas, "balancer", lbURL)
 
 	summary := filepath.Join(dir, strategy+"-summary.json")
-	load := exec.CommandContext(ctx, bins.Loadtest, "-url", lb.URL, "-admin-token", adminToken,
+	load := exec.CommandContext(ctx, bins.Loadtest, "-url", lbURL, "-admin-token", adminToken,
 		"-vus", strconv.Itoa(o.vus), "-duration", o.duration.String(), "-skus", "1", "-stock", strconv.Itoa(o.stock),
 		"-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
 		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
@@ -170,6 +172,53 @@ func runRound(ctx context.Context, bins topology.Binaries, dir, redisURL, databa
 		return roundResult{}, err
 	}
 	return r, nil
+}
+
+// startCluster migrates a round's database (its own SQLite file unless
+// DATABASE_URL is set), starts the replicas with the round's settings (env, on
+// top of the demo's) behind the balancer, and returns the balancer's URL and a
+// stop that ends them and removes the round's Redis keys.
+func startCluster(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL, name string, replicas int,
+	log *slog.Logger, env ...string) (string, func(), error) {
+	if databaseURL == "" {
+		databaseURL = "sqlite:" + filepath.Join(dir, name+".db")
+	}
+	ns := "demo-" + name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	var procs []*exec.Cmd
+	var lb *topology.Balancer
+	stop := func() {
+		if lb != nil {
+			lb.Stop(ctx)
+		}
+		topology.StopAll(procs)
+		topology.DropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
+	}
+	env = append(append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
+		"STOCKGUARD_NAMESPACE="+ns, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
+		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s"), env...) // a quick stop on Ctrl-C
+	mig := exec.CommandContext(ctx, bins.Stockguard, "migrate")
+	mig.Env = env
+	if out, err := mig.CombinedOutput(); err != nil {
+		stop()
+		return "", nil, fmt.Errorf("migrate: %w\n%s", err, out)
+	}
+	var backends []string
+	for i := range replicas {
+		cmd, url, err := topology.StartReplica(ctx, bins.Stockguard, env)
+		if err != nil {
+			stop()
+			return "", nil, fmt.Errorf("replica %d: %w", i, err)
+		}
+		procs = append(procs, cmd)
+		backends = append(backends, url)
+	}
+	var err error
+	if lb, err = topology.StartBalancer(ctx, backends, log); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return lb.URL, stop, nil
 }
 
 func printTable(w io.Writer, rows []roundResult, o options) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +28,20 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	var out, errs bytes.Buffer
 	// Enough buyers for the stock that the unsafe round's races show even on a
 	// busy machine.
-	err := run(ctx, []string{"-replicas", "3", "-stock", "100", "-vus", "64", "-duration", "3s"}, getenv, &out, &errs)
+	err := run(ctx, []string{"-replicas", "3", "-stock", "100", "-vus", "64", "-duration", "3s",
+		"-cart-stock", "20", "-shoppers", "300", "-hold-ttl", "3s", "-sweep-interval", "200ms"}, getenv, &out, &errs)
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
 	}
-	var unsafe, locked []string
+	var unsafe, locked, carts []string
 	for _, l := range strings.Split(out.String(), "\n") {
 		switch f := strings.Fields(l); {
 		case len(f) == 8 && f[0] == "unsafe":
 			unsafe = f
 		case len(f) == 8 && f[0] == string(orders.DefaultStrategy):
 			locked = f
+		case len(f) == 9 && f[0] == "carts":
+			carts = f
 		}
 	}
 	if locked == nil || unsafe == nil {
@@ -48,5 +52,43 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	}
 	if unsafe[4] == "0" {
 		t.Fatalf("the unsafe round oversold nothing: the demo shows nothing\n%s", out.String())
+	}
+	checkCarts(t, carts, 20, out.String())
+}
+
+// checkCarts checks the carts round's row: round stocked holds held sold
+// expired resold released oversold.
+func checkCarts(t *testing.T, row []string, stock int, out string) {
+	t.Helper()
+	if row == nil {
+		t.Fatalf("no carts table:\n%s", out)
+	}
+	n := make([]int, len(row))
+	for i, f := range row[1:] {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("carts row %q: %v", row, err)
+		}
+		n[i+1] = v
+	}
+	stocked, holds, held, sold, expired, resold, released, oversold := n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8]
+	switch {
+	case oversold != 0:
+		t.Errorf("carts: oversold %d", oversold)
+	case stocked != stock || sold != stock:
+		t.Errorf("carts: stocked %d, sold %d; want %d of each: more shoppers than units buy every unit", stocked, sold, stock)
+	case expired == 0:
+		t.Errorf("carts: no cart expired: the round shows no abandoned cart coming back")
+	case resold == 0 || resold > expired:
+		t.Errorf("carts: resold %d of %d expired; want some, and no more than came back", resold, expired)
+	case held != sold+released+expired:
+		t.Errorf("carts: held %d, but sold %d + released %d + expired %d", held, sold, released, expired)
+	case holds == 0 || held < holds || held > 2*holds:
+		t.Errorf("carts: %d units in %d holds of 1 or 2 units", held, holds)
+	case !strings.Contains(out, "the carts round oversold nothing"):
+		t.Errorf("carts: no verdict line")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
 	}
 }

@@ -33,6 +33,8 @@ type serveConfig struct {
 	maxQueue             int
 	unsafeWindow         time.Duration
 	idempotencyRetention time.Duration
+	maxHoldTTL           time.Duration
+	sweepInterval        time.Duration
 	dbMaxConns           int
 	pprofAddr            string
 	namespace            string
@@ -150,6 +152,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", service.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
 	e.integer(&c.maxQueue, "max-queue", "STOCKGUARD_MAX_QUEUE", service.DefaultMaxQueue, "most lock-batch orders that may wait for one SKU set on this replica; more are refused at once (503 overloaded, Retry-After)")
 	e.duration(&c.idempotencyRetention, "idempotency-retention", "STOCKGUARD_IDEMPOTENCY_RETENTION", service.DefaultRetention, "how long an Idempotency-Key's answer is kept; a request repeating the key after it is a new order")
+	e.duration(&c.maxHoldTTL, "max-hold-ttl", "STOCKGUARD_MAX_HOLD_TTL", orders.DefaultMaxTTL, "longest time to live a hold may be made or extended for (at least 1s)")
+	e.duration(&c.sweepInterval, "sweep-interval", "STOCKGUARD_SWEEP_INTERVAL", service.DefaultSweep, "how often the sweeper's leader returns expired holds' units to available")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
@@ -173,8 +177,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
-		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 {
-		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention and unsafe-window must be positive")
+		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 {
+		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window and sweep-interval must be positive")
+	}
+	if c.maxHoldTTL < orders.MinHoldTTL {
+		return c, fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)
 	}
 	if c.shutdownTimeout < c.requestTimeout {
 		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")

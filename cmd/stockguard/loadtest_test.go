@@ -13,10 +13,15 @@ import (
 // deployment would be) and returns its exit code and JSON summary.
 func runLoadtest(t *testing.T, url string) (int, map[string]any) {
 	t.Helper()
+	return runLoadtestArgs(t, "-url", url, "-vus", "32", "-duration", "3s", "-skus", "3", "-stock", "30",
+		"-multi", "0.3", "-retry", "0.2", "-threshold", "oversold:count==0")
+}
+
+func runLoadtestArgs(t *testing.T, args ...string) (int, map[string]any) {
+	t.Helper()
 	summary := filepath.Join(t.TempDir(), "summary.json")
-	cmd := exec.CommandContext(t.Context(), loadtestBinary, "-url", url, "-admin-token", adminToken,
-		"-vus", "32", "-duration", "3s", "-skus", "3", "-stock", "30", "-multi", "0.3", "-retry", "0.2",
-		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
+	args = append(args, "-admin-token", adminToken, "-summary-json", summary, "-quiet")
+	cmd := exec.CommandContext(t.Context(), loadtestBinary, args...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	var exit *exec.ExitError
@@ -52,5 +57,52 @@ func TestLoadtestAuditCatchesUnsafe(t *testing.T) {
 	code, s := runLoadtest(t, startCluster(t, 3, "STOCKGUARD_STRATEGY=unsafe", "STOCKGUARD_ALLOW_OVERSELL=true").urls[0])
 	if code != 99 || s["oversold"].(float64) == 0 {
 		t.Fatalf("exit %d and oversold %v against the unsafe strategy; want 99 (thresholds failed) and > 0", code, s["oversold"])
+	}
+}
+
+// TestLoadtestCheckoutAuditPasses runs the checkout workload (holds confirmed,
+// partly confirmed, released and abandoned to expire) against three replicas
+// and its audit at the end: every unit held is sold, or back in available once
+// the abandoned holds expired and the sweeper returned them.
+func TestLoadtestCheckoutAuditPasses(t *testing.T) {
+	c := startCluster(t, 3)
+	cfg := filepath.Join(t.TempDir(), "checkout.yaml")
+	scenario := "baseURL: " + c.urls[0] + `
+scenarios:
+  checkout:
+    executor: constant-vus
+    vus: 16
+    duration: 3s
+    workload:
+      skus: 3
+      stock: 60
+      maxQuantity: 2
+      multiSKU: 0.3
+      retry: 0.2
+      abandonFirst: 0.3
+      checkout: {holdTTL: 2s, thinkTime: 300ms, confirm: 0.5, release: 0.25, partialConfirm: 0.3}
+thresholds:
+  oversold: ["count==0"]
+  units_lost: ["count==0"]
+  units_sold_twice: ["count==0"]
+`
+	if err := os.WriteFile(cfg, []byte(scenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, s := runLoadtestArgs(t, "-config", cfg)
+	audit := s["audit"].(map[string]any)
+	holds, _ := audit["holds"].(map[string]any)
+	if code != 0 || holds == nil || s["oversold"].(float64) != 0 || s["units_lost"].(float64) != 0 ||
+		s["units_sold_twice"].(float64) != 0 || audit["units_reserved"].(float64) != 0 || s["audit_failed"] != false {
+		t.Fatalf("exit %d, audit %v", code, audit)
+	}
+	for _, k := range []string{"holds_confirmed", "holds_released", "holds_expired"} {
+		if holds[k].(float64) == 0 {
+			t.Errorf("%s: 0; the run proves less than it should (holds %v)", k, holds)
+		}
+	}
+	if holds["units_held"] != holds["units_confirmed"].(float64)+holds["units_released"].(float64)+holds["units_expired"].(float64) ||
+		audit["units_sold_server"] != holds["units_confirmed"] {
+		t.Fatalf("units do not add up: %v", audit)
 	}
 }

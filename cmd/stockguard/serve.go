@@ -72,7 +72,19 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	defer func() { _ = locks.Close() }()
 
 	store := gormstore.New(db, time.Now, cfg.requestTimeout)
-	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks), Observer: obs}
+	// The sweeper's leader lease has a lock client of its own, with metrics of
+	// its own (stockguard_sweeper_lock_*): the replicas that wait for it all the
+	// time would fill the SKU locks' wait and not-obtained figures.
+	// stockguard_sweeper_leader says who leads.
+	leaseMetrics := lock.NewMetrics("stockguard_sweeper")
+	reg.MustRegister(leaseMetrics)
+	leases, err := lock.New(rdb, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Replicas: cfg.lockReplicas, Keys: keys, Metrics: leaseMetrics})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = leases.Close() }()
+	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks),
+		Leader: rediscache.NewLocker(leases), Observer: obs}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
@@ -80,8 +92,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
 	}
 	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
-		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow}, deps, log, time.Now)
-	go svc.RunPurge(ctx, purgeEvery(cfg.idempotencyRetention))
+		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow,
+		MaxHoldTTL: cfg.maxHoldTTL, SweepInterval: cfg.sweepInterval, LockTTL: cfg.lockTTL}, deps, log, time.Now)
+	sweepCtx, stopSweeper := context.WithCancel(ctx)
+	sweeping := make(chan struct{})
+	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()
+	defer func() { stopSweeper(); <-sweeping }() // its lease released before the connections close
 	ready := func(ctx context.Context) error {
 		return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
 	}
@@ -127,12 +143,6 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 
 // The handler's Orders is the use case.
 var _ httpapi.Orders = (*service.Service)(nil)
-
-// purgeEvery is how often a replica purges expired idempotency records: often
-// enough that the table holds little more than the retention's worth.
-func purgeEvery(retention time.Duration) time.Duration {
-	return min(max(retention/24, time.Second), 10*time.Minute)
-}
 
 // servePprof serves Go's profiles on their own address, apart from the API, so
 // that a replica under load can be profiled where it runs.

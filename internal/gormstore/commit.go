@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Commit writes a batch of orders and refusals in one transaction: per SKU one
-// guarded (and fenced, unless fences is nil) decrement by the batch's total,
-// then every order's rows and every key's record.
+// Commit writes a batch of orders, holds and refusals in one transaction: per
+// SKU one guarded (and fenced, unless fences is nil) decrement by the batch's
+// total, then every order's and hold's rows and every key's record. A hold's
+// units go to reserved, an order's to sold; a hold's expiry is set from the
+// database's clock.
 func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences) (map[string]int64, error) {
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
@@ -23,14 +24,14 @@ func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences
 		if err := s.decrement(tx, totals, fences); err != nil {
 			return err
 		}
-		if err := insertBatch(tx, b, fences, s.now()); err != nil {
+		if err := s.insertBatch(tx, b, fences); err != nil {
 			return err
 		}
 		if len(totals) == 0 {
 			return nil
 		}
 		var err error
-		after, err = available(tx, orders.SKUs(totals))
+		after, err = available(tx, skusOf(totals))
 		return err
 	})
 	return after, unavailable("commit", conflict(err))
@@ -48,17 +49,18 @@ func conflict(err error) error {
 // decrement takes totals (sorted by SKU, so that concurrent transactions lock
 // rows in one order) off the stock with guarded updates, fenced unless fences is
 // nil, and counts them sold; or says why it cannot.
-func (s *Store) decrement(tx *gorm.DB, totals []orders.Item, fences orders.Fences) error {
+func (s *Store) decrement(tx *gorm.DB, totals []total, fences orders.Fences) error {
 	now := s.now()
 	for i, it := range totals {
 		var res *gorm.DB
+		n := it.sold + it.reserved
 		if fences == nil {
-			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, updated_at = ? WHERE sku = ? AND available >= ?",
-				it.Quantity, it.Quantity, now, it.SKU, it.Quantity)
+			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ?", n, it.sold, it.reserved, now, it.sku, n)
 		} else {
-			tok := fences[it.SKU]
-			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, fence = ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ? AND fence < ?", it.Quantity, it.Quantity, tok, now, it.SKU, it.Quantity, tok)
+			tok := fences[it.sku]
+			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, fence = ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ? AND fence < ?", n, it.sold, it.reserved, tok, now, it.sku, n, tok)
 		}
 		if res.Error != nil {
 			return res.Error
@@ -75,9 +77,9 @@ func (s *Store) decrement(tx *gorm.DB, totals []orders.Item, fences orders.Fence
 // whyRefused tells a stale fence from missing stock after a guarded update
 // touched no row. A stale fence wins: the caller is not the holder any more, or
 // its token repeats one committed (the caller may advance it and try again).
-func whyRefused(tx *gorm.DB, items []orders.Item, fences orders.Fences) error {
+func whyRefused(tx *gorm.DB, items []total, fences orders.Fences) error {
 	var rows []skuRow
-	if err := tx.Where("sku IN ?", orders.SKUs(items)).Find(&rows).Error; err != nil {
+	if err := tx.Where("sku IN ?", skusOf(items)).Find(&rows).Error; err != nil {
 		return err
 	}
 	bySKU := make(map[string]skuRow, len(rows))
@@ -86,12 +88,12 @@ func whyRefused(tx *gorm.DB, items []orders.Item, fences orders.Fences) error {
 	}
 	var short []string
 	for _, it := range items {
-		r, ok := bySKU[it.SKU]
-		if ok && fences != nil && r.Fence >= fences[it.SKU] {
-			return &orders.StaleFenceError{SKU: it.SKU, Token: fences[it.SKU], Last: r.Fence}
+		r, ok := bySKU[it.sku]
+		if ok && fences != nil && r.Fence >= fences[it.sku] {
+			return &orders.StaleFenceError{SKU: it.sku, Token: fences[it.sku], Last: r.Fence}
 		}
-		if !ok || r.Available < int64(it.Quantity) {
-			short = append(short, it.SKU)
+		if !ok || r.Available < it.sold+it.reserved {
+			short = append(short, it.sku)
 		}
 	}
 	if len(short) == 0 {
@@ -100,19 +102,42 @@ func whyRefused(tx *gorm.DB, items []orders.Item, fences orders.Fences) error {
 	return &orders.InsufficientStockError{SKUs: short}
 }
 
+// total is what a batch takes of one SKU: units sold, and units held.
+type total struct {
+	sku            string
+	sold, reserved int64
+}
+
 // totalsOf sums the placements' lines per SKU, sorted by SKU.
-func totalsOf(ps []orders.Placement) []orders.Item {
-	sum := map[string]int{}
+func totalsOf(ps []orders.Placement) []total {
+	sum := map[string]*total{}
 	for _, p := range ps {
 		for _, it := range p.Order.Items {
-			sum[it.SKU] += it.Quantity
+			t := sum[it.SKU]
+			if t == nil {
+				t = &total{sku: it.SKU}
+				sum[it.SKU] = t
+			}
+			if p.Hold != nil {
+				t.reserved += int64(it.Quantity)
+			} else {
+				t.sold += int64(it.Quantity)
+			}
 		}
 	}
-	out := make([]orders.Item, 0, len(sum))
-	for sku, q := range sum {
-		out = append(out, orders.Item{SKU: sku, Quantity: q})
+	out := make([]total, 0, len(sum))
+	for _, t := range sum {
+		out = append(out, *t)
 	}
-	slices.SortFunc(out, func(a, b orders.Item) int { return strings.Compare(a.SKU, b.SKU) })
+	slices.SortFunc(out, func(a, b total) int { return strings.Compare(a.sku, b.sku) })
+	return out
+}
+
+func skusOf(totals []total) []string {
+	out := make([]string, len(totals))
+	for i, t := range totals {
+		out[i] = t.sku
+	}
 	return out
 }
 
@@ -120,25 +145,39 @@ func totalsOf(ps []orders.Placement) []orders.Item {
 // bound parameters.
 const insertRows = 500
 
-// insertBatch inserts the orders, their lines and ledger entries, and a record
-// for every keyed placement and refusal.
-func insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, now time.Time) error {
+// insertBatch inserts the orders and holds, their lines and ledger entries,
+// and a record for every keyed placement and refusal.
+func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences) error {
+	now := s.now()
 	var rows []orderRow
 	var lines []lineRow
 	var ledger []ledgerRow
 	var records []idempotencyRow
+	var holds []orders.Placement
 	for _, p := range b.Placed {
 		o := p.Order
-		rows = append(rows, orderRow{ID: o.ID, Status: string(orders.StatusPlaced), CreatedAt: o.CreatedAt})
+		if p.Hold != nil {
+			holds = append(holds, p)
+			if p.Key != "" {
+				records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, HoldID: &o.ID, CreatedAt: now, UpdatedAt: now})
+			}
+			continue
+		}
+		row, olines := orderRows(o)
+		rows, lines = append(rows, row), append(lines, olines...)
 		if p.Key != "" {
 			records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, OrderID: &o.ID, CreatedAt: now, UpdatedAt: now})
 		}
 		for _, it := range o.Items {
-			lines = append(lines, lineRow{OrderID: o.ID, SKU: it.SKU, Quantity: int64(it.Quantity)})
 			ledger = append(ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindSale, OrderID: &o.ID,
 				Fence: fences[it.SKU], CreatedAt: o.CreatedAt})
 		}
 	}
+	holdRows, holdLines, holdLedger, err := s.insertHolds(tx, holds, fences)
+	if err != nil {
+		return err
+	}
+	ledger = append(ledger, holdLedger...)
 	for _, p := range b.Refused {
 		short := slices.Clone(p.Short)
 		slices.Sort(short)
@@ -146,6 +185,7 @@ func insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, now time.Tim
 	}
 	for _, insert := range []func() error{
 		func() error { return createAll(tx, rows) }, func() error { return createAll(tx, lines) },
+		func() error { return createAll(tx, holdRows) }, func() error { return createAll(tx, holdLines) },
 		func() error { return createAll(tx, ledger) }, func() error { return createAll(tx, records) },
 	} {
 		if err := insert(); err != nil {
@@ -153,6 +193,19 @@ func insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, now time.Tim
 		}
 	}
 	return nil
+}
+
+// orderRows are an order's row and lines.
+func orderRows(o orders.Order) (orderRow, []lineRow) {
+	row := orderRow{ID: o.ID, Status: string(orders.StatusPlaced), CreatedAt: o.CreatedAt}
+	if o.ReservationID != "" {
+		row.HoldID = &o.ReservationID
+	}
+	lines := make([]lineRow, len(o.Items))
+	for i, it := range o.Items {
+		lines[i] = lineRow{OrderID: o.ID, SKU: it.SKU, Quantity: int64(it.Quantity)}
+	}
+	return row, lines
 }
 
 func createAll[T any](tx *gorm.DB, rows []T) error {
@@ -168,13 +221,17 @@ func createAll[T any](tx *gorm.DB, rows []T) error {
 // prevents. The order and its record are written as Commit writes them.
 func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have map[string]int64) error {
 	err := s.tx(ctx, func(tx *gorm.DB) error {
+		counter := "sold"
+		if p.Hold != nil {
+			counter = "reserved"
+		}
 		for _, it := range p.Order.Items {
-			if err := tx.Exec("UPDATE skus SET available = ?, sold = sold + ?, updated_at = ? WHERE sku = ?",
+			if err := tx.Exec("UPDATE skus SET available = ?, "+counter+" = "+counter+" + ?, updated_at = ? WHERE sku = ?",
 				have[it.SKU]-int64(it.Quantity), it.Quantity, s.now(), it.SKU).Error; err != nil {
 				return err
 			}
 		}
-		return insertBatch(tx, orders.Batch{Placed: []orders.Placement{p}}, nil, s.now())
+		return s.insertBatch(tx, orders.Batch{Placed: []orders.Placement{p}}, nil)
 	})
 	return unavailable("commit unguarded", conflict(err))
 }

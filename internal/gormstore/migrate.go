@@ -19,9 +19,10 @@ type migration struct {
 
 var migrations = []migration{
 	{1, "skus, orders, order lines, stock ledger, idempotency records", func(tx *gorm.DB) error {
-		return binTables(tx).Migrator().CreateTable(&skuRowV1{}, &orderRowV1{}, &lineRow{}, &ledgerRow{}, &idempotencyRowV1{})
+		return binTables(tx).Migrator().CreateTable(&skuRowV1{}, &orderRowV1{}, &lineRow{}, &ledgerRowV1{}, &idempotencyRowV1{})
 	}},
 	{2, "counters on skus; idempotency records without claims, kept for a retention", migrateV2},
+	{3, "holds: reservations and their lines, reserved on skus, leader fences", migrateV3},
 }
 
 // binTables makes MySQL compare SKUs and keys byte for byte, as the other
@@ -65,6 +66,26 @@ func migrateV2(tx *gorm.DB) error {
 	return nil
 }
 
+// migrateV3 adds holds: the reservations and their lines, a reserved counter on
+// each SKU (0: no hold existed before), the hold an order confirmed, a ledger
+// entry's hold and a record's hold, and the sweeper's leader fence.
+func migrateV3(tx *gorm.DB) error {
+	m := binTables(tx).Migrator()
+	steps := []func() error{
+		func() error { return m.CreateTable(&holdRow{}, &holdLineRow{}, &leaderRow{}) },
+		func() error { return m.AddColumn(&skuRow{}, "Reserved") },
+		func() error { return m.AddColumn(&orderRow{}, "HoldID") },
+		func() error { return m.AddColumn(&ledgerRow{}, "HoldID") },
+		func() error { return m.AddColumn(&idempotencyRow{}, "HoldID") },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
 // The tables as migration 1 made them: frozen here, so that migration 1 makes
 // the same tables whatever the models in models.go become.
 
@@ -86,6 +107,18 @@ type orderRowV1 struct {
 }
 
 func (orderRowV1) TableName() string { return "orders" }
+
+type ledgerRowV1 struct {
+	ID        int64     `gorm:"column:id;primaryKey;autoIncrement"`
+	SKU       string    `gorm:"column:sku;size:64;not null;index:idx_stock_ledger_sku"`
+	Delta     int64     `gorm:"column:delta;not null"`
+	Kind      string    `gorm:"column:kind;size:16;not null"`
+	OrderID   *string   `gorm:"column:order_id;size:40"`
+	Fence     int64     `gorm:"column:fence;not null"`
+	CreatedAt time.Time `gorm:"column:created_at;not null"`
+}
+
+func (ledgerRowV1) TableName() string { return "stock_ledger" }
 
 type idempotencyRowV1 struct {
 	Key       string    `gorm:"column:idem_key;primaryKey;size:255"`

@@ -44,7 +44,7 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
-			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 1 {
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 2 { // 2 and 3
 				t.Fatalf("migrate: %d applied, %v", n, err)
 			}
 			s := gormstore.New(db, time.Now, 10*time.Second)
@@ -63,6 +63,15 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 5, Sold: 5, Stocked: 10})
+			// Holds work on the history's SKUs, reserved counted from 0.
+			h := orders.Placement{Order: order("h1", orders.Item{SKU: "A-1", Quantity: 2}), Hold: &orders.Hold{TTL: time.Minute}}
+			if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{h}}, orders.Fences{"A-1": 5}); err != nil {
+				t.Fatal(err)
+			}
+			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 3, Reserved: 2, Sold: 5, Stocked: 10})
+			if a := mustAudit(t, s); !a.Consistent {
+				t.Fatalf("audit after a hold: %+v", a)
+			}
 			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 0 {
 				t.Fatalf("second migrate: %d applied, %v", n, err)
 			}

@@ -8,9 +8,10 @@ import "time"
 type skuRow struct {
 	SKU       string `gorm:"column:sku;primaryKey;size:64"`
 	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available >= 0"`
-	Stocked   int64  `gorm:"column:stocked;not null;default:0"` // all stock ever added
-	Sold      int64  `gorm:"column:sold;not null;default:0"`    // the quantity of live orders
-	Fence     int64  `gorm:"column:fence;not null;default:0"`   // the last committed fencing token
+	Stocked   int64  `gorm:"column:stocked;not null;default:0"`  // all stock ever added
+	Sold      int64  `gorm:"column:sold;not null;default:0"`     // the quantity of live orders
+	Reserved  int64  `gorm:"column:reserved;not null;default:0"` // the units of live holds
+	Fence     int64  `gorm:"column:fence;not null;default:0"`    // the last committed fencing token
 	UpdatedAt time.Time
 }
 
@@ -21,6 +22,7 @@ type orderRow struct {
 	Status      string     `gorm:"column:status;size:16;not null"`
 	CreatedAt   time.Time  `gorm:"column:created_at;not null"`
 	CancelledAt *time.Time `gorm:"column:cancelled_at"`
+	HoldID      *string    `gorm:"column:reservation_id;size:40"` // the hold it confirmed
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -40,6 +42,7 @@ type ledgerRow struct {
 	Delta     int64     `gorm:"column:delta;not null"`
 	Kind      string    `gorm:"column:kind;size:16;not null"`
 	OrderID   *string   `gorm:"column:order_id;size:40"`
+	HoldID    *string   `gorm:"column:reservation_id;size:40"`
 	Fence     int64     `gorm:"column:fence;not null"`
 	CreatedAt time.Time `gorm:"column:created_at;not null"`
 }
@@ -52,6 +55,7 @@ type idempotencyRow struct {
 	Key       string    `gorm:"column:idem_key;primaryKey;size:255"`
 	Hash      string    `gorm:"column:request_hash;size:64;not null"`
 	OrderID   *string   `gorm:"column:order_id;size:40"`
+	HoldID    *string   `gorm:"column:reservation_id;size:40"`
 	ShortSKUs string    `gorm:"column:short_skus;size:4000;not null;default:''"`
 	CreatedAt time.Time `gorm:"column:created_at;not null;index:idx_idempotency_records_created_at"`
 	UpdatedAt time.Time `gorm:"column:updated_at;not null"`
@@ -67,9 +71,42 @@ type migrationRow struct {
 
 func (migrationRow) TableName() string { return "schema_migrations" }
 
+// holdRow is a hold; its lines are the units it holds, whatever becomes of them.
+// The sweeper finds the expired ones by (status, expires_at).
+type holdRow struct {
+	ID        string     `gorm:"column:id;primaryKey;size:40"`
+	Status    string     `gorm:"column:status;size:16;not null;index:idx_reservations_status_expires_at,priority:1"`
+	CreatedAt time.Time  `gorm:"column:created_at;not null"`
+	ExpiresAt time.Time  `gorm:"column:expires_at;not null;index:idx_reservations_status_expires_at,priority:2"`
+	EndedAt   *time.Time `gorm:"column:ended_at"`
+	OrderID   *string    `gorm:"column:order_id;size:40"` // the order it was confirmed into
+}
+
+func (holdRow) TableName() string { return "reservations" }
+
+type holdLineRow struct {
+	HoldID   string `gorm:"column:reservation_id;primaryKey;size:40"`
+	SKU      string `gorm:"column:sku;primaryKey;size:64;index:idx_reservation_lines_sku"`
+	Quantity int64  `gorm:"column:quantity;not null"`
+}
+
+func (holdLineRow) TableName() string { return "reservation_lines" }
+
+// leaderRow is the last lease token a once-per-cluster job (the sweeper) wrote
+// under: a former leader's writes, with a smaller token, are refused.
+type leaderRow struct {
+	Name  string `gorm:"column:name;primaryKey;size:64"`
+	Fence int64  `gorm:"column:fence;not null"`
+}
+
+func (leaderRow) TableName() string { return "leader_fences" }
+
 // Ledger kinds.
 const (
 	kindRestock = "restock"
 	kindSale    = "sale"
 	kindCancel  = "cancel"
+	kindHold    = "hold"    // units to reserved (-)
+	kindRelease = "release" // released, or left over by a partial confirm (+)
+	kindExpire  = "expire"  // expired and swept (+)
 )

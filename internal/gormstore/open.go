@@ -1,7 +1,8 @@
 // Package gormstore is stockguard's database, through GORM: PostgreSQL first,
 // MySQL/MariaDB and SQLite too. It implements orders.Store: guarded, fenced
-// decrements, orders, the stock ledger and idempotency records, with versioned
-// migrations.
+// decrements, orders, holds (holds.go: decided on the database's clock, each
+// hold's row locked by whatever ends it), the stock ledger, idempotency records
+// and the sweeper's leader fence, with versioned migrations.
 package gormstore
 
 import (

@@ -19,7 +19,7 @@ import (
 )
 
 // The tables the order path reads, and how many rows the big ones get.
-var planTables = []string{"skus", "orders", "order_lines", "stock_ledger", "idempotency_records"}
+var planTables = []string{"skus", "orders", "order_lines", "stock_ledger", "idempotency_records", "reservations", "reservation_lines"}
 
 const (
 	fillOrders = 100_000
@@ -69,7 +69,7 @@ func TestOrderPathIndexLookups(t *testing.T) {
 	}
 	stmts := captureStatements(db)
 	clk := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	store := gormstore.New(db, clk.Now, time.Minute)
+	store := gormstore.New(db, clk.Now, time.Minute).WithClock(clk.Now) // expiry on clk: the path's holds expire when it says
 	p := &orderPath{store: store, clk: clk}
 	if _, err := store.Restock(ctx, hotSKU, 1_000_000, p.nextFence()); err != nil {
 		t.Fatal(err)
@@ -142,7 +142,8 @@ const hotSKU = "HOT-1"
 // orderPath runs the order path on the hot SKU, as lock-batch does: the batch's
 // idempotency keys read, the stock read, the batch committed (placed and
 // refused, fenced), an order read and cancelled, the stock's numbers read, a
-// restock.
+// restock; then holds made, read, extended, confirmed, released, found due and
+// expired by the sweeper, and I6's count.
 type orderPath struct {
 	store *gormstore.Store
 	clk   *testenv.Clock
@@ -159,8 +160,10 @@ type pathOp struct {
 }
 
 func (p *orderPath) ops() []pathOp {
-	var batch orders.Batch
+	var batch, holds orders.Batch
+	var due []orders.Reservation
 	var keys []string
+	var err error
 	return []pathOp{
 		{"prepare a batch", func(context.Context) error {
 			p.round++
@@ -213,6 +216,50 @@ func (p *orderPath) ops() []pathOp {
 			return err
 		}},
 		{"Restock", func(ctx context.Context) error { _, err := p.store.Restock(ctx, hotSKU, 5, p.nextFence()); return err }},
+		{"Commit(holds)", func(ctx context.Context) error {
+			holds = orders.Batch{}
+			for i := range 4 {
+				id := fmt.Sprintf("h-%d-%d", p.round, i)
+				holds.Placed = append(holds.Placed, orders.Placement{Order: order(id, orders.Item{SKU: hotSKU, Quantity: 1}),
+					Hold: &orders.Hold{TTL: time.Second}, Key: "k-" + id, Hash: "h"})
+			}
+			_, err := p.store.Commit(ctx, holds, orders.Fences{hotSKU: p.nextFence()})
+			return err
+		}},
+		{"Reservation", func(ctx context.Context) error {
+			_, err := p.store.Reservation(ctx, holds.Placed[0].Order.ID)
+			return err
+		}},
+		{"Extend", func(ctx context.Context) error {
+			_, err := p.store.Extend(ctx, holds.Placed[0].Order.ID, time.Minute, orders.Keyed{Key: fmt.Sprintf("x-%d", p.round), Hash: "h"})
+			return err
+		}},
+		{"Confirm", func(ctx context.Context) error {
+			id := fmt.Sprintf("c-%d", p.round)
+			_, _, err := p.store.Confirm(ctx, orders.Confirmation{HoldID: holds.Placed[1].Order.ID, Order: order(id), Key: "k-" + id, Hash: "h"},
+				orders.Fences{hotSKU: p.nextFence()})
+			return err
+		}},
+		{"Release", func(ctx context.Context) error {
+			_, _, err := p.store.Release(ctx, holds.Placed[2].Order.ID, orders.Keyed{}, orders.Fences{hotSKU: p.nextFence()})
+			return err
+		}},
+		{"Expired", func(ctx context.Context) error {
+			p.clk.Add(2 * time.Second) // the last hold is due; the filler's are not
+			due, err = p.store.Expired(ctx, 500)
+			if err == nil && len(due) != 1 {
+				err = fmt.Errorf("%d holds due, want 1", len(due))
+			}
+			return err
+		}},
+		{"Expire", func(ctx context.Context) error {
+			n, _, err := p.store.Expire(ctx, []string{due[0].ID}, orders.Fences{hotSKU: p.nextFence()}, orders.Leader{Name: "sweeper", Token: 1})
+			if err == nil && n != 1 {
+				err = fmt.Errorf("expired %d, want 1", n)
+			}
+			return err
+		}},
+		{"HoldAudit", func(ctx context.Context) error { _, err := p.store.HoldAudit(ctx, time.Second, false); return err }},
 	}
 }
 
@@ -234,6 +281,9 @@ func fill(ctx context.Context, t testing.TB, store *gormstore.Store, p *orderPat
 		for i := range batch.Placed {
 			id := fmt.Sprintf("f-%d-%d", b, i)
 			batch.Placed[i] = orders.Placement{Order: order(id, orders.Item{SKU: sku, Quantity: 1}), Key: "k-" + id, Hash: "h"}
+			if i%5 == 0 { // a fifth are holds, held for longer than the test runs
+				batch.Placed[i].Hold = &orders.Hold{TTL: time.Hour}
+			}
 		}
 		if _, err := store.Commit(ctx, batch, orders.Fences{sku: p.nextFence()}); err != nil {
 			t.Fatalf("filling, batch %d: %v", b, err)

@@ -36,7 +36,7 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 		skus := make([]string, len(lines))
 		for i, l := range lines {
 			skus[i] = l.SKU
-			if err := s.addStock(tx, l.SKU, l.Quantity, fences[l.SKU], "sold = sold - ?"); err != nil {
+			if err := s.shift(tx, l.SKU, delta{available: l.Quantity, sold: -l.Quantity}, fences[l.SKU]); err != nil {
 				return err
 			}
 			entry := ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kindCancel, OrderID: &id, Fence: fences[l.SKU], CreatedAt: at.UTC()}
@@ -55,36 +55,11 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 	return o, after, err
 }
 
-// addStock adds quantity to an existing SKU's available stock and changes
-// counter by it too (a set clause with one parameter), fenced unless fence is 0
-// (a lock without fencing tokens, as lock-polling's: pkg/lock never issues 0).
-func (s *Store) addStock(tx *gorm.DB, sku string, quantity, fence int64, counter string) error {
-	var res *gorm.DB
-	if fence == 0 {
-		res = tx.Exec("UPDATE skus SET available = available + ?, "+counter+", updated_at = ? WHERE sku = ?",
-			quantity, quantity, s.now(), sku)
-	} else {
-		res = tx.Exec("UPDATE skus SET available = available + ?, "+counter+", fence = ?, updated_at = ? WHERE sku = ? AND fence < ?",
-			quantity, quantity, fence, s.now(), sku, fence)
-	}
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 1 {
-		return nil
-	}
-	var row skuRow
-	if err := tx.Where("sku = ?", sku).Take(&row).Error; err != nil {
-		return err // gorm.ErrRecordNotFound for a new SKU
-	}
-	return &orders.StaleFenceError{SKU: sku, Token: fence, Last: row.Fence}
-}
-
 // Restock adds stock, creating the SKU if new, fenced, with a ledger entry.
 func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) (int64, error) {
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		err := s.addStock(tx, sku, quantity, fence, "stocked = stocked + ?")
+		err := s.shift(tx, sku, delta{available: quantity, stocked: quantity}, fence)
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, UpdatedAt: s.now()}).Error
 		}

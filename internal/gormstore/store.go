@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +20,9 @@ type Store struct {
 	db      *gorm.DB
 	now     func() time.Time
 	timeout time.Duration
+	// fixedClock makes now, not the database's clock, the time of expiries
+	// (WithClock, for tests).
+	fixedClock bool
 }
 
 var _ orders.Store = (*Store)(nil)
@@ -49,7 +53,8 @@ func unavailable(op string, err error) error {
 		return nil
 	}
 	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
-		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict} {
+		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict, orders.ErrInvalid,
+		orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -91,6 +96,9 @@ func (s *Store) Outcomes(ctx context.Context, keys []string) (map[string]orders.
 		if r.OrderID != nil {
 			rec.Outcome.OrderID = *r.OrderID
 		}
+		if r.HoldID != nil {
+			rec.Outcome.ReservationID = *r.HoldID
+		}
 		if r.ShortSKUs != "" {
 			rec.Outcome.ShortSKUs = strings.Split(r.ShortSKUs, ",")
 		}
@@ -110,19 +118,26 @@ func (s *Store) Forget(ctx context.Context, keys []string, cutoff time.Time) err
 // PurgeRecords deletes up to limit records written before cutoff, oldest first,
 // and returns how many it deleted. The keys are read first and deleted by key:
 // DELETE ... LIMIT is not portable.
-func (s *Store) PurgeRecords(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	db, cancel := s.conn(ctx)
-	defer cancel()
-	var keys []string
-	if err := db.Model(&idempotencyRow{}).Where("created_at < ?", cutoff.UTC()).Order("created_at").Limit(limit).
-		Pluck("idem_key", &keys).Error; err != nil {
-		return 0, unavailable("purge idempotency records", err)
-	}
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	res := db.Where("idem_key IN ? AND created_at < ?", keys, cutoff.UTC()).Delete(&idempotencyRow{})
-	return int(res.RowsAffected), unavailable("purge idempotency records", res.Error)
+// The sweeper's lease (leader) is checked in the same transaction.
+func (s *Store) PurgeRecords(ctx context.Context, cutoff time.Time, limit int, leader orders.Leader) (int, error) {
+	n := 0
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := s.lead(tx, leader); err != nil {
+			return err
+		}
+		var keys []string
+		if err := tx.Model(&idempotencyRow{}).Where("created_at < ?", cutoff.UTC()).Order("created_at").Limit(limit).
+			Pluck("idem_key", &keys).Error; err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		res := tx.Where("idem_key IN ? AND created_at < ?", keys, cutoff.UTC()).Delete(&idempotencyRow{})
+		n = int(res.RowsAffected)
+		return res.Error
+	})
+	return n, unavailable("purge idempotency records", err)
 }
 
 // Order returns one order with its lines.
@@ -141,6 +156,9 @@ func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 		return orders.Order{}, unavailable("order lines", err)
 	}
 	o := orders.Order{ID: row.ID, Status: orders.Status(row.Status), CreatedAt: row.CreatedAt.UTC(), Items: make([]orders.Item, len(lines))}
+	if row.HoldID != nil {
+		o.ReservationID = *row.HoldID
+	}
 	if row.CancelledAt != nil {
 		at := row.CancelledAt.UTC()
 		o.CancelledAt = &at
@@ -168,16 +186,21 @@ func (s *Store) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 }
 
 func (r skuRow) stock() orders.Stock {
-	return orders.Stock{SKU: r.SKU, Available: r.Available, Sold: r.Sold, Stocked: r.Stocked}
+	return orders.Stock{SKU: r.SKU, Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked}
 }
 
 // Stocks returns every SKU's counters, sorted by SKU.
 func (s *Store) Stocks(ctx context.Context) ([]orders.Stock, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
+	out, err := stocks(db)
+	return out, unavailable("stocks", err)
+}
+
+func stocks(db *gorm.DB) ([]orders.Stock, error) {
 	var rows []skuRow
 	if err := db.Order("sku").Find(&rows).Error; err != nil {
-		return nil, unavailable("stocks", err)
+		return nil, err
 	}
 	out := make([]orders.Stock, len(rows))
 	for i, r := range rows {
@@ -186,26 +209,66 @@ func (s *Store) Stocks(ctx context.Context) ([]orders.Stock, error) {
 	return out, nil
 }
 
-// recountQuery computes stocked and sold per SKU from the history: the ledger's
-// restocks, and the lines of live orders.
+// recountQuery computes stocked, sold and reserved per SKU from the history: the
+// ledger's restocks, the lines of live orders, and the lines of live holds.
 const recountQuery = `SELECT s.sku AS sku, s.available AS available,
   COALESCE((SELECT SUM(l.delta) FROM stock_ledger l WHERE l.sku = s.sku AND l.kind = 'restock'), 0) AS stocked,
   COALESCE((SELECT SUM(ol.quantity) FROM order_lines ol JOIN orders o ON o.id = ol.order_id
-            WHERE ol.sku = s.sku AND o.status = 'placed'), 0) AS sold
+            WHERE ol.sku = s.sku AND o.status = 'placed'), 0) AS sold,
+  COALESCE((SELECT SUM(rl.quantity) FROM reservation_lines rl JOIN reservations r ON r.id = rl.reservation_id
+            WHERE rl.sku = s.sku AND r.status = 'held'), 0) AS reserved
 FROM skus s`
 
-// Recount recomputes every SKU's stocked and sold from the history, for the
+// Recount recomputes every SKU's stocked, sold and reserved from the history, for the
 // deep audit; its cost grows with the history.
 func (s *Store) Recount(ctx context.Context) (map[string]orders.Stock, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
+	out, err := recount(db)
+	return out, unavailable("recount", err)
+}
+
+func recount(db *gorm.DB) (map[string]orders.Stock, error) {
 	var rows []orders.Stock
 	if err := db.Raw(recountQuery).Scan(&rows).Error; err != nil {
-		return nil, unavailable("recount", err)
+		return nil, err
 	}
 	out := make(map[string]orders.Stock, len(rows))
 	for _, r := range rows {
 		out[r.SKU] = r
 	}
 	return out, nil
+}
+
+// Audit reads what the audit checks in one read-only transaction on one
+// snapshot (repeatable read), so that writes committing meanwhile cannot make
+// the counters and their recount, or the holds, disagree: the SKUs' counters,
+// when deep their recount from the history, and I6 and I7 on the holds.
+func (s *Store) Audit(ctx context.Context, deep bool, grace time.Duration) (orders.Audit, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var opts *sql.TxOptions
+	if s.db.Name() != "sqlite" { // one connection, one writer: a snapshot already
+		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	}
+	var a orders.Audit
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		st, err := stocks(tx)
+		if err != nil {
+			return err
+		}
+		var rc map[string]orders.Stock
+		if deep {
+			if rc, err = recount(tx); err != nil {
+				return err
+			}
+		}
+		h, err := s.holdAudit(tx, grace, deep)
+		if err != nil {
+			return err
+		}
+		a = orders.NewAudit(st, rc).WithHolds(h)
+		return nil
+	}, opts)
+	return a, unavailable("audit", err)
 }

@@ -207,7 +207,7 @@ func testIdempotency(t *testing.T, kind string) {
 	}
 	var purged []int
 	for range 4 {
-		n, err := s.PurgeRecords(ctx, cutoff, 3)
+		n, err := s.PurgeRecords(ctx, cutoff, 3, orders.Leader{})
 		if err != nil {
 			t.Fatal(err)
 		}

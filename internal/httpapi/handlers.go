@@ -54,17 +54,16 @@ const maxIdempotencyKey = 255
 
 func (s *server) placeOrder(c *gin.Context) {
 	var req placeOrderRequest
-	if err := s.decode(c, &req); err != nil {
-		s.problem(c, err)
-		return
-	}
-	key := c.GetHeader("Idempotency-Key")
-	if len(key) > maxIdempotencyKey || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
-		s.problem(c, &orders.ValidationError{Fields: []orders.FieldError{{Field: "Idempotency-Key",
-			Message: fmt.Sprintf("must be 1 to %d visible ASCII characters", maxIdempotencyKey)}}})
+	key, ok := s.request(c, s.decode, &req)
+	if !ok {
 		return
 	}
 	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: req.items(), IdempotencyKey: key})
+	s.created(c, placed, err)
+}
+
+// created answers a new order (or a replay of one).
+func (s *server) created(c *gin.Context, placed orders.Placed, err error) {
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -74,6 +73,33 @@ func (s *server) placeOrder(c *gin.Context) {
 	}
 	c.Header("Location", "/v1/orders/"+placed.Order.ID)
 	c.JSON(http.StatusCreated, placed.Order)
+}
+
+// request reads a POST's body into dst with read (decode, or decodeOptional)
+// and its Idempotency-Key; when either is wrong it answers the problem and
+// returns false.
+func (s *server) request(c *gin.Context, read func(*gin.Context, any) error, dst any) (string, bool) {
+	err := read(c, dst)
+	var key string
+	if err == nil {
+		key, err = idempotencyKey(c)
+	}
+	if err != nil {
+		s.problem(c, err)
+		return "", false
+	}
+	return key, true
+}
+
+// idempotencyKey reads the Idempotency-Key header: none, or 1 to 255 visible
+// ASCII characters.
+func idempotencyKey(c *gin.Context) (string, error) {
+	key := c.GetHeader("Idempotency-Key")
+	if len(key) > maxIdempotencyKey || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+		return "", &orders.ValidationError{Fields: []orders.FieldError{{Field: "Idempotency-Key",
+			Message: fmt.Sprintf("must be 1 to %d visible ASCII characters", maxIdempotencyKey)}}}
+	}
+	return key, nil
 }
 
 // items are the order's lines as the use case takes them; it validates them.
@@ -280,7 +306,7 @@ func decodeError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntax *json.SyntaxError
 	switch {
-	case errors.Is(err, errNotNumber):
+	case errors.Is(err, errNotNumber), errors.Is(err, errNotDuration):
 		return fmt.Errorf("%w: %w", errBadJSON, err)
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: over %d bytes", errTooLarge, tooLarge.Limit)

@@ -25,6 +25,11 @@ type Orders interface {
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
 	Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, error)
 	Audit(ctx context.Context, deep bool) (orders.Audit, error)
+	Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error)
+	Reservation(ctx context.Context, id string) (orders.Reservation, error)
+	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
+	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
+	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
 }
 
 // Config tunes the HTTP layer.

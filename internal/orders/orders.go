@@ -38,6 +38,8 @@ type Order struct {
 	Items       []Item     `json:"items"`
 	CreatedAt   time.Time  `json:"created_at"`
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	// ReservationID is the hold this order confirmed, if any.
+	ReservationID string `json:"reservation_id,omitempty"`
 }
 
 // PlaceRequest is an order as a client sends it.
@@ -54,12 +56,13 @@ type Placed struct {
 }
 
 // Stock is what GET /v1/skus/{sku} shows, read from one row: stocked is all stock
-// ever added, sold the quantity in live orders, and I1 says stocked - sold ==
-// available. The three counters change together, in the statement that changes
-// the stock.
+// ever added, reserved the units of live holds, sold the quantity in live
+// orders, and I1 says stocked == available + reserved + sold. The counters change
+// together, in the statement that changes the stock.
 type Stock struct {
 	SKU       string `json:"sku"`
 	Available int64  `json:"available"`
+	Reserved  int64  `json:"reserved"`
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
 }
@@ -74,28 +77,48 @@ type SKUAudit struct {
 	Recounted *Stock `json:"recounted,omitempty"`
 }
 
-// Audit is I1 checked for every SKU and in total.
+// Audit is I1 checked for every SKU and in total, with I6 and I7 on holds.
 type Audit struct {
 	SKUs       []SKUAudit `json:"skus"`
 	Oversold   int64      `json:"oversold"`
+	Holds      *HoldAudit `json:"holds,omitempty"`
 	Consistent bool       `json:"consistent"`
 	Deep       bool       `json:"deep,omitempty"`
 }
 
-// NewAudit checks I1 on the counters read from the store: per SKU, stocked -
-// sold must equal available and available must not be negative; oversold is what
-// was sold beyond what was ever stocked. With recounts (a deep audit: the same
-// numbers recomputed from the ledger and the order lines, by SKU) each SKU's
-// counters must also match their recount.
+// HoldAudit is I6 and I7 checked on the holds. Overdue counts holds still held
+// past their expiry plus the grace I6 allows (a sweep interval and a lease):
+// units that should be back. Stray counts orders made from a hold that are not
+// its one confirmed order (a second order, or one of a hold that expired or was
+// released); it is read in a deep audit only (-1 otherwise), as it reads every
+// order made from a hold.
+type HoldAudit struct {
+	Overdue int64 `json:"overdue"`
+	Stray   int64 `json:"stray_orders"`
+}
+
+// WithHolds adds I6 and I7 to an audit.
+func (a Audit) WithHolds(h HoldAudit) Audit {
+	a.Holds = &h
+	a.Consistent = a.Consistent && h.Overdue == 0 && h.Stray <= 0
+	return a
+}
+
+// NewAudit checks I1 on the counters read from the store: per SKU, stocked must
+// equal available + reserved + sold, and neither available nor reserved may be
+// negative; oversold is what was sold or held beyond what was ever stocked. With
+// recounts (a deep audit: the same numbers recomputed from the ledger, the order
+// lines and the hold lines, by SKU) each SKU's counters must also match their
+// recount.
 func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
 	a := Audit{SKUs: make([]SKUAudit, 0, len(stocks)), Consistent: true, Deep: recounts != nil}
 	for _, s := range stocks {
-		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold-s.Stocked),
-			Consistent: s.Stocked-s.Sold == s.Available && s.Available >= 0}
+		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold+s.Reserved-s.Stocked),
+			Consistent: s.Stocked == s.Available+s.Reserved+s.Sold && s.Available >= 0 && s.Reserved >= 0}
 		if recounts != nil {
 			r := recounts[s.SKU]
 			sa.Recounted = &r
-			sa.Consistent = sa.Consistent && r.Stocked == s.Stocked && r.Sold == s.Sold
+			sa.Consistent = sa.Consistent && r.Stocked == s.Stocked && r.Sold == s.Sold && r.Reserved == s.Reserved
 		}
 		a.SKUs = append(a.SKUs, sa)
 		a.Oversold += sa.Oversold
@@ -109,14 +132,21 @@ func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
 // SKU (I3). Nil means a write without tokens (a lock that issues none, or none).
 type Fences map[string]int64
 
-// Placement is one order on its way to the store, with its idempotency key and
-// request hash; for a refusal, Short names the SKUs that were short.
+// Placement is one order, or one hold, on its way to the store, with its
+// idempotency key and request hash; for a refusal, Short names the SKUs that
+// were short. A hold (Hold set) is an order whose units go to reserved rather
+// than sold: Order carries its id, items and creation time, and the store sets
+// Hold.ExpiresAt when it commits it.
 type Placement struct {
 	Order Order
+	Hold  *Hold
 	Key   string
 	Hash  string
 	Short []string
 }
+
+// Keyed returns the placement's idempotency key and request hash.
+func (p Placement) Keyed() Keyed { return Keyed{Key: p.Key, Hash: p.Hash} }
 
 // Batch is what one Store.Commit writes in one transaction: orders placed, and
 // refusals recorded under their idempotency keys for replay.
@@ -134,9 +164,10 @@ type Record struct {
 	CreatedAt time.Time
 }
 
-// Outcome is what an idempotency record replays: the order placed, or the SKUs
-// that were short.
+// Outcome is what an idempotency record replays: the order placed, the hold
+// made (or extended, or released), or the SKUs that were short.
 type Outcome struct {
-	OrderID   string   `json:"order_id,omitempty"`
-	ShortSKUs []string `json:"short_skus,omitempty"`
+	OrderID       string   `json:"order_id,omitempty"`
+	ReservationID string   `json:"reservation_id,omitempty"`
+	ShortSKUs     []string `json:"short_skus,omitempty"`
 }

@@ -26,21 +26,42 @@ type Store interface {
 	// Outcomes returns the idempotency records of the keys that have one.
 	Outcomes(ctx context.Context, keys []string) (map[string]Record, error)
 	// Forget deletes the idempotency records of keys written before cutoff, and
-	// PurgeRecords up to limit of any key; it returns how many it deleted.
+	// PurgeRecords up to limit of any key, under the sweeper's lease (leader); it
+	// returns how many it deleted.
 	Forget(ctx context.Context, keys []string, cutoff time.Time) error
-	PurgeRecords(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	PurgeRecords(ctx context.Context, cutoff time.Time, limit int, leader Leader) (int, error)
 	// Cancel marks a placed order cancelled and returns its stock, in one
 	// transaction, and returns the order and the available stock after.
 	Cancel(ctx context.Context, id string, fences Fences, at time.Time) (Order, map[string]int64, error)
 	// Restock adds stock, creating the SKU if new, and returns what is available.
 	Restock(ctx context.Context, sku string, quantity, fence int64) (int64, error)
 	Order(ctx context.Context, id string) (Order, error)
-	// Stock reads one SKU's counters (one row); Stocks every SKU's, sorted.
+	// Stock reads one SKU's counters (one row).
 	Stock(ctx context.Context, sku string) (Stock, error)
-	Stocks(ctx context.Context) ([]Stock, error)
-	// Recount recomputes stocked and sold of every SKU from the ledger and the
-	// order lines: the deep audit's numbers, whose cost grows with history.
-	Recount(ctx context.Context) (map[string]Stock, error)
+	// Reservation reads one hold; one past its expiry (on the database's clock)
+	// reads expired.
+	Reservation(ctx context.Context, id string) (Reservation, error)
+	// Confirm, Release and Extend act on a hold that is held and, on the
+	// database's clock, not past its expiry, else fail with a *HoldEndedError.
+	// Confirm moves the units confirmed from reserved to sold (never checked
+	// against available) and the rest back to available, fenced, writes the
+	// order, and returns it and the available stock after. Each records its key
+	// in the same transaction (ErrIdempotencyConflict if recorded meanwhile).
+	Confirm(ctx context.Context, c Confirmation, fences Fences) (Order, map[string]int64, error)
+	Release(ctx context.Context, id string, k Keyed, fences Fences) (Reservation, map[string]int64, error)
+	// Extend moves the expiry to the database's time plus ttl, never earlier.
+	Extend(ctx context.Context, id string, ttl time.Duration, k Keyed) (Reservation, error)
+	// Expired lists up to limit holds past their expiry and not yet swept, the
+	// earliest first; Expire ends those of ids still held and past their expiry,
+	// returning their units to available (fenced, and under the sweeper's lease),
+	// and returns how many it ended and the available stock after.
+	Expired(ctx context.Context, limit int) ([]Reservation, error)
+	Expire(ctx context.Context, ids []string, fences Fences, leader Leader) (int, map[string]int64, error)
+	// Audit checks I1 on every SKU's counters (and, when deep, against their
+	// recount from the history), I6 on the holds (held past their expiry plus
+	// grace, on the database's clock) and, when deep, I7 (stray orders of
+	// holds), all read on one snapshot.
+	Audit(ctx context.Context, deep bool, grace time.Duration) (Audit, error)
 }
 
 // Cache keeps available stock per SKU in Redis for the check before the write.
@@ -85,10 +106,19 @@ type Reserver interface {
 	Drop(ctx context.Context, skus []string) error
 }
 
-// Observer counts what operators watch: refusals, fence rejections, cache repairs.
+// Observer counts what operators watch: orders and holds, refusals, fence
+// rejections, cache repairs, and the sweeper's leadership and work.
 type Observer interface {
 	OrderPlaced()
 	OrderRefused(reason string)
 	FenceRejected(sku string)
 	CacheRepaired(sku string)
+	HoldPlaced()
+	HoldConfirmed()
+	HoldReleased()
+	HoldsExpired(n int)
+	// SweeperLeading says whether this replica holds the sweeper's lease;
+	// SweepRefused counts its writes the database refused to a former leader.
+	SweeperLeading(bool)
+	SweepRefused()
 }

@@ -70,15 +70,17 @@ func TestCacheRoundTrip(t *testing.T) {
 func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
 	env := testenv.NewRedis(t)
 	keys := lock.Keys{Namespace: env.Namespace}
-	newLocker := func() *rediscache.Locker {
-		lc, err := lock.New(env.Client(t), &lock.Options{Wait: 50 * time.Millisecond, Keys: keys})
+	newLocker := func(wait time.Duration) *rediscache.Locker {
+		lc, err := lock.New(env.Client(t), &lock.Options{Wait: wait, Keys: keys})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = lc.Close() })
 		return rediscache.NewLocker(lc)
 	}
-	a, b := newLocker(), newLocker()
+	// a must get the free lock whatever the machine's load; b must not get it
+	// while a holds it, and need not wait long to find out.
+	a, b := newLocker(10*time.Second), newLocker(50*time.Millisecond)
 	ctx := context.Background()
 	mine := errors.New("mine")
 	err := a.WithLocks(ctx, []string{"A"}, func(ctx context.Context, g orders.Grant) error {

@@ -14,7 +14,7 @@ import (
 type dbAtomic struct{ s *Service }
 
 func (a dbAtomic) place(ctx context.Context, p orders.Placement) result {
-	if r, done := a.s.recorded(ctx, p); done {
+	if r, done := a.s.recorded(ctx, p.Keyed()); done {
 		return r
 	}
 	return a.s.commitOne(ctx, p, nil)
@@ -28,7 +28,7 @@ type redisAtomic struct{ s *Service }
 
 func (a redisAtomic) place(ctx context.Context, p orders.Placement) result {
 	s := a.s
-	if r, done := s.recorded(ctx, p); done {
+	if r, done := s.recorded(ctx, p.Keyed()); done {
 		return r
 	}
 	skus := orders.SKUs(p.Order.Items)
@@ -97,7 +97,7 @@ type unsafeRMW struct{ s *Service }
 
 func (u unsafeRMW) place(ctx context.Context, p orders.Placement) result {
 	s := u.s
-	if r, done := s.recorded(ctx, p); done {
+	if r, done := s.recorded(ctx, p.Keyed()); done {
 		return r
 	}
 	have, err := s.store.Available(ctx, orders.SKUs(p.Order.Items))
@@ -116,7 +116,7 @@ func (u unsafeRMW) place(ctx context.Context, p orders.Placement) result {
 	}
 	err = s.store.CommitUnguarded(ctx, p, have)
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
-		if r, done := s.recorded(ctx, p); done {
+		if r, done := s.recorded(ctx, p.Keyed()); done {
 			return r
 		}
 	}

@@ -106,7 +106,9 @@ func (s *Service) deleteCache(ctx context.Context, skus []string) {
 func (s *Service) afterFailure(ctx context.Context, skus []string, err error) {
 	var stale *orders.StaleFenceError
 	if errors.As(err, &stale) {
-		s.obs.FenceRejected(stale.SKU)
+		if slices.Contains(skus, stale.SKU) { // not the sweeper's lease: its grant counts it
+			s.obs.FenceRejected(stale.SKU)
+		}
 		return
 	}
 	s.deleteCache(ctx, skus)

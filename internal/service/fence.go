@@ -14,7 +14,9 @@ import (
 // counter's latest writes (a failover to a replica that lagged). The token is
 // then advanced past the committed one, which the lock checks is still ours, and
 // the write tried again: one more round trip, not a burst of refusals. A holder
-// that lost its lock gets the refusal.
+// that lost its lock gets the refusal, and so does a refusal of a token this
+// grant does not hold (the sweeper's lease, refused inside a SKU's grant: the
+// lease's grant, further out, advances it).
 func (s *Service) fenced(ctx context.Context, g orders.Grant, write func(orders.Fences) error) error {
 	if g == nil || g.Fences() == nil {
 		return write(nil)
@@ -23,6 +25,9 @@ func (s *Service) fenced(ctx context.Context, g orders.Grant, write func(orders.
 		err := write(g.Fences())
 		var stale *orders.StaleFenceError
 		if !errors.As(err, &stale) || tries == 0 {
+			return err
+		}
+		if _, held := g.Fences()[stale.SKU]; !held {
 			return err
 		}
 		if aerr := g.Advance(ctx, stale.SKU, stale.Last); aerr != nil {

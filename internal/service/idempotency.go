@@ -75,20 +75,20 @@ func (s *Service) records(ctx context.Context, keys []string) (map[string]orders
 	return recs, nil
 }
 
-// recorded answers a placement whose key has a record: a replay or a mismatch.
-func (s *Service) recorded(ctx context.Context, p orders.Placement) (result, bool) {
-	if p.Key == "" {
+// recorded answers a request whose key has a record: a replay or a mismatch.
+func (s *Service) recorded(ctx context.Context, k orders.Keyed) (result, bool) {
+	if k.Key == "" {
 		return result{}, false
 	}
-	recs, err := s.records(ctx, []string{p.Key})
+	recs, err := s.records(ctx, []string{k.Key})
 	if err != nil {
 		return result{err: err}, true
 	}
-	rec, ok := recs[p.Key]
+	rec, ok := recs[k.Key]
 	if !ok {
 		return result{}, false
 	}
-	return resolve(rec, p.Hash), true
+	return resolve(rec, k.Hash), true
 }
 
 func resolve(rec orders.Record, hash string) result {
@@ -99,12 +99,14 @@ func resolve(rec orders.Record, hash string) result {
 	return result{replay: &out}
 }
 
-// replayOf is the answer to a placement that repeated the key of one in the same
-// batch: what a retry would have been told.
-func replayOf(r result, hash, firstHash string) result {
+// replayOf is the answer to a placement that repeated the key of first, one in
+// the same batch: what a retry would have been told.
+func replayOf(r result, hash string, first orders.Placement) result {
 	switch {
-	case hash != firstHash:
+	case hash != first.Hash:
 		return result{err: orders.ErrIdempotencyMismatch}
+	case r.placed != nil && first.Hold != nil:
+		return result{replay: &orders.Outcome{ReservationID: r.placed.ID}}
 	case r.placed != nil:
 		return result{replay: &orders.Outcome{OrderID: r.placed.ID}}
 	}
@@ -126,7 +128,7 @@ func (s *Service) commitOne(ctx context.Context, p orders.Placement, g orders.Gr
 	case errors.As(err, &short):
 		return s.refuse(ctx, p, short.SKUs)
 	case errors.Is(err, orders.ErrIdempotencyConflict):
-		if r, done := s.recorded(ctx, p); done {
+		if r, done := s.recorded(ctx, p.Keyed()); done {
 			return r
 		}
 	}
@@ -142,7 +144,7 @@ func (s *Service) refuse(ctx context.Context, p orders.Placement, short []string
 	p.Short = short
 	_, err := s.store.Commit(context.WithoutCancel(ctx), orders.Batch{Refused: []orders.Placement{p}}, nil)
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
-		if r, done := s.recorded(ctx, p); done {
+		if r, done := s.recorded(ctx, p.Keyed()); done {
 			return r
 		}
 	}

@@ -99,7 +99,7 @@ func TestIdempotencyRecordsExpireAfterTheRetention(t *testing.T) {
 		if err != nil || p.Replayed || p.Order.ID == first.Order.ID {
 			t.Fatalf("after the retention: %+v %v; want a new order", p, err)
 		}
-		n, err := svc.Purge(ctx)
+		n, err := svc.Purge(ctx, orders.Leader{})
 		if err != nil || n != 1 {
 			t.Fatalf("purged %d (%v); want 1 (the other key's record)", n, err)
 		}

@@ -91,7 +91,7 @@ func (s *Service) serve(ctx context.Context, ps []orders.Placement, g orders.Gra
 		err = s.decideAndCommit(ctx, ps, live, g, rs)
 	}
 	for i, j := range dupOf {
-		rs[i] = replayOf(rs[j], ps[i].Hash, ps[j].Hash)
+		rs[i] = replayOf(rs[j], ps[i].Hash, ps[j])
 	}
 	if err == nil {
 		err = errors.New("batch: no answer for an order") // a bug, answered rather than hidden

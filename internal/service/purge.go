@@ -2,46 +2,216 @@ package service
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Idempotency records are kept for Config.Retention, then purged. Every replica
-// purges (the deletes are idempotent); making it one replica at a time, under a
-// leader lease, is the once-per-cluster job of the reservations' sweeper.
+// The sweeper: the job that must run once per cluster however many replicas run
+// it. Every replica runs RunSweeper, and the one that holds the leader lease
+// (a lock of pkg/lock under SweeperLease, renewed by its watchdog) works: it
+// expires the holds past their expiry, returning their units to available, and
+// purges old idempotency records. Every write it makes carries the lease's
+// fencing token, which the database checks (orders.Leader), so a leader paused
+// or cut off past its lease cannot write after a newer one has; its per-SKU
+// writes also take the SKUs' locks and tokens, as an order's do. When the
+// leader dies another replica gets the lease within one lock TTL.
+
+// SweeperLease is the name of the sweeper's leader lease: ':' is not in any
+// SKU, so it names no SKU's lock.
+const SweeperLease = "job:sweeper"
+
+// The sweeper's bounds.
 const (
-	purgeRound  = 1000 // records deleted per statement: short transactions
-	purgeRounds = 100  // rounds per purge, so that one purge is bounded
+	sweepHolds  = 500 // holds read per round, in expiry order
+	sweepRounds = 200 // rounds per sweep, so that one sweep is bounded
+	purgeRound  = 1000
+	purgeRounds = 100
 )
 
-// RunPurge purges expired records every interval until ctx ends.
-func (s *Service) RunPurge(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// RunSweeper contends for the leader lease until ctx ends, and sweeps every
+// Config.SweepInterval while it holds it.
+func (s *Service) RunSweeper(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.leader.WithLocks(ctx, []string{SweeperLease}, func(ctx context.Context, g orders.Grant) error {
+			s.log.InfoContext(ctx, "sweeper: leading", "token", g.Fences()[SweeperLease])
+			s.obs.SweeperLeading(true)
+			defer s.obs.SweeperLeading(false)
+			err := s.lead(ctx, g)
+			s.log.InfoContext(ctx, "sweeper: no longer leading", "token", g.Fences()[SweeperLease], "reason", err)
+			return err
+		})
+		switch {
+		case ctx.Err() != nil:
 			return
-		case <-t.C:
+		case errors.Is(err, orders.ErrBusy): // another replica leads; the wait was the pause
+			continue
+		case err != nil:
+			s.log.WarnContext(ctx, "sweeper: lease lost or not had", "err", err)
 		}
-		if n, err := s.Purge(ctx); err != nil {
-			s.log.WarnContext(ctx, "idempotency records not purged", "purged", n, "err", err)
-		} else if n > 0 {
-			s.log.InfoContext(ctx, "idempotency records purged", "purged", n, "retention", s.cfg.Retention.String())
+		if !sleep(ctx, s.cfg.SweepInterval) {
+			return
 		}
 	}
 }
 
+// lead sweeps every interval, and purges every purge interval, until the lease
+// is lost (ctx ends) or the database refuses its token for good. The lease's
+// token is fenced as a SKU's is: a leader whose token the database refuses
+// while it still holds the lease (Redis lost the counter in a restart or a
+// failover) advances it and writes again; a former leader stops.
+func (s *Service) lead(ctx context.Context, g orders.Grant) error {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	var purged time.Time
+	for {
+		var n int
+		err := s.fenced(ctx, g, func(f orders.Fences) error {
+			var err error
+			n, err = s.Sweep(ctx, orders.Leader{Name: SweeperLease, Token: f[SweeperLease]})
+			return err
+		})
+		switch {
+		case errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil:
+			return errors.Join(err, context.Cause(ctx))
+		case err != nil:
+			s.log.WarnContext(ctx, "sweeper: sweep failed; trying again", "expired", n, "err", err)
+		case n > 0:
+			s.log.InfoContext(ctx, "sweeper: expired holds returned to available", "expired", n, "token", g.Fences()[SweeperLease])
+		}
+		if now := s.now(); now.Sub(purged) >= s.cfg.PurgeInterval {
+			purged = now
+			err := s.fenced(ctx, g, func(f orders.Fences) error {
+				var err error
+				n, err = s.Purge(ctx, orders.Leader{Name: SweeperLease, Token: f[SweeperLease]})
+				return err
+			})
+			switch {
+			case errors.Is(err, orders.ErrStaleLeader):
+				return err
+			case err != nil:
+				s.log.WarnContext(ctx, "idempotency records not purged", "purged", n, "err", err)
+			case n > 0:
+				s.log.InfoContext(ctx, "idempotency records purged", "purged", n, "retention", s.cfg.Retention.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep expires the holds past their expiry, earliest first, in bounded rounds,
+// and returns how many it expired. The holds of one round are expired by SKU
+// set, each set under its own SKUs' locks only: a SKU that buyers keep busy
+// delays its own holds, not every other SKU's, and a set whose locks cannot be
+// had in time is left for the next sweep while the others go on. A hold
+// confirmed, released or extended meanwhile is left be.
+func (s *Service) Sweep(ctx context.Context, l orders.Leader) (int, error) {
+	total := 0
+	for range sweepRounds {
+		due, err := s.store.Expired(ctx, sweepHolds)
+		if err != nil || len(due) == 0 {
+			return total, err
+		}
+		var busy error
+		for _, set := range bySKUSet(due) {
+			n, err := s.expire(ctx, set, l)
+			total += n
+			switch {
+			case errors.Is(err, orders.ErrStaleLeader):
+				s.obs.SweepRefused()
+				return total, err
+			case errors.Is(err, orders.ErrBusy):
+				busy = err // the next sweep tries this set again
+			case err != nil:
+				return total, err
+			}
+		}
+		if busy != nil || len(due) < sweepHolds {
+			return total, busy
+		}
+	}
+	return total, nil
+}
+
+// expire ends holds under their SKUs' locks.
+func (s *Service) expire(ctx context.Context, holds []orders.Reservation, l orders.Leader) (int, error) {
+	ids := make([]string, len(holds))
+	var skus []string
+	for i, h := range holds {
+		ids[i] = h.ID
+		skus = append(skus, orders.SKUs(h.Items)...)
+	}
+	slices.Sort(skus)
+	skus = slices.Compact(skus)
+	var n int
+	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
+		var after map[string]int64
+		err := s.fenced(ctx, g, func(fences orders.Fences) error {
+			var err error
+			n, after, err = s.store.Expire(ctx, ids, fences, l)
+			return err
+		})
+		if err != nil {
+			s.afterFailure(ctx, skus, err)
+			return err
+		}
+		s.setCache(ctx, after, g.Fences())
+		s.dropReservations(ctx, skus)
+		return nil
+	})
+	if n > 0 {
+		s.obs.HoldsExpired(n)
+	}
+	return n, err
+}
+
+// bySKUSet groups holds (in expiry order) by the set of SKUs they hold, the
+// sets in the order of their earliest hold.
+func bySKUSet(holds []orders.Reservation) [][]orders.Reservation {
+	var out [][]orders.Reservation
+	index := map[string]int{}
+	for _, h := range holds {
+		key := strings.Join(orders.SKUs(h.Items), "\x00")
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], h)
+	}
+	return out
+}
+
 // Purge deletes the idempotency records older than the retention, in bounded
-// rounds, and returns how many it deleted.
-func (s *Service) Purge(ctx context.Context) (int, error) {
+// rounds, under the sweeper's lease, and returns how many it deleted.
+func (s *Service) Purge(ctx context.Context, l orders.Leader) (int, error) {
 	cutoff := s.now().Add(-s.cfg.Retention)
 	total := 0
 	for range purgeRounds {
-		n, err := s.store.PurgeRecords(ctx, cutoff, purgeRound)
+		n, err := s.store.PurgeRecords(ctx, cutoff, purgeRound, l)
 		total += n
 		if err != nil || n < purgeRound {
 			return total, err
 		}
 	}
 	return total, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

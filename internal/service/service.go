@@ -7,6 +7,12 @@
 // An order's path: Place (this file) hands it to the strategy chosen in New;
 // lock-batch queues it (locked.go, on package batch), and a leader serves the
 // queue under the locks: decide, commit, repair (locked.go), Store.Commit.
+//
+// A hold (holds.go) takes the same path: it is an order whose units go to
+// reserved. Confirm and release take the hold's SKU locks and fence their
+// write, as Cancel does. The sweeper (purge.go) is the job that runs once per
+// cluster: every replica runs it, the holder of a leader lease works, and the
+// database checks the lease's token on each of its writes.
 package service
 
 import (
@@ -30,6 +36,7 @@ const (
 	DefaultBatchTimeout = 10 * time.Second
 	DefaultRetention    = 24 * time.Hour
 	DefaultUnsafeWindow = 20 * time.Millisecond
+	DefaultSweep        = time.Second
 )
 
 // Config tunes a Service.
@@ -50,13 +57,25 @@ type Config struct {
 	// and writing it back: widened on purpose, so that the control group of the
 	// demo oversells every time rather than when it wins a race.
 	UnsafeWindow time.Duration
+	// MaxHoldTTL is the longest a hold may be made or extended for.
+	MaxHoldTTL time.Duration
+	// SweepInterval is how often the sweeper's leader expires holds past their
+	// expiry (I6: their units are back by expires_at + SweepInterval + a lease),
+	// and PurgeInterval how often it purges old idempotency records.
+	SweepInterval, PurgeInterval time.Duration
+	// LockTTL is the per-SKU locks' and the sweeper's lease: with SweepInterval,
+	// the grace I6 gives a hold past its expiry before its units must be back.
+	LockTTL time.Duration
 }
 
 // Deps are what a Service runs on. Reserver is needed by redis-atomic only.
+// Leader is the lock of the sweeper's leader lease: one that issues fencing
+// tokens (Locker when nil).
 type Deps struct {
 	Store    orders.Store
 	Cache    orders.Cache
 	Locker   orders.Locker
+	Leader   orders.Locker
 	Reserver orders.Reserver
 	Observer orders.Observer
 }
@@ -67,6 +86,7 @@ type Service struct {
 	store    orders.Store
 	cache    orders.Cache
 	locker   orders.Locker
+	leader   orders.Locker
 	reserver orders.Reserver
 	obs      orders.Observer
 	log      *slog.Logger
@@ -98,8 +118,11 @@ type result struct {
 // outside tests).
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
-	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, reserver: d.Reserver, obs: d.Observer,
+	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, reserver: d.Reserver, obs: d.Observer,
 		log: log, now: now}
+	if s.leader == nil {
+		s.leader = s.locker
+	}
 	switch cfg.Strategy {
 	case orders.StrategyLockBatch:
 		s.placer, s.cached = newLockBatch(s), true
@@ -140,6 +163,19 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = time.Second
+	}
+	if cfg.MaxHoldTTL <= 0 {
+		cfg.MaxHoldTTL = orders.DefaultMaxTTL
+	}
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = 5 * time.Second
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = DefaultSweep
+	}
+	if cfg.PurgeInterval <= 0 {
+		// Often enough that the table holds little more than the retention's worth.
+		cfg.PurgeInterval = min(max(cfg.Retention/24, time.Second), 10*time.Minute)
 	}
 	return cfg
 }
@@ -241,21 +277,11 @@ func (s *Service) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 	return s.store.Stock(ctx, sku)
 }
 
-// Audit checks I1 for every SKU on its counters; a deep audit also recomputes
-// the counters from the ledger and the order lines, at a cost that grows with
-// history.
+// Audit checks I1 for every SKU on its counters, and I6 on the holds; a deep
+// audit also recomputes the counters from the ledger, the order lines and the
+// hold lines, and checks I7, at a cost that grows with history.
 func (s *Service) Audit(ctx context.Context, deep bool) (orders.Audit, error) {
-	stocks, err := s.store.Stocks(ctx)
-	if err != nil {
-		return orders.Audit{}, err
-	}
-	var recounts map[string]orders.Stock
-	if deep {
-		if recounts, err = s.store.Recount(ctx); err != nil {
-			return orders.Audit{}, err
-		}
-	}
-	return orders.NewAudit(stocks, recounts), nil
+	return s.store.Audit(ctx, deep, s.cfg.SweepInterval+s.cfg.LockTTL)
 }
 
 func (s *Service) replay(ctx context.Context, o orders.Outcome) (orders.Placed, error) {

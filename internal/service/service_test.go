@@ -21,15 +21,35 @@ import (
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
-// counts is an Observer that counts.
+// counts is an Observer that counts, and tells onLeading and onExpired (when
+// set before the service runs) of the sweeper's events.
 type counts struct {
 	placed, refused, fenceRejected, cacheRepaired atomic.Int64
+	holds, confirmed, released, expired           atomic.Int64
+	sweepRefused                                  atomic.Int64
+	onLeading                                     func(bool)
+	onExpired                                     func(n int)
 }
 
 func (c *counts) OrderPlaced()         { c.placed.Add(1) }
 func (c *counts) OrderRefused(string)  { c.refused.Add(1) }
 func (c *counts) FenceRejected(string) { c.fenceRejected.Add(1) }
 func (c *counts) CacheRepaired(string) { c.cacheRepaired.Add(1) }
+func (c *counts) HoldPlaced()          { c.holds.Add(1) }
+func (c *counts) HoldConfirmed()       { c.confirmed.Add(1) }
+func (c *counts) HoldReleased()        { c.released.Add(1) }
+func (c *counts) SweepRefused()        { c.sweepRefused.Add(1) }
+func (c *counts) HoldsExpired(n int) {
+	c.expired.Add(int64(n))
+	if c.onExpired != nil {
+		c.onExpired(n)
+	}
+}
+func (c *counts) SweeperLeading(b bool) {
+	if c.onLeading != nil {
+		c.onLeading(b)
+	}
+}
 
 // replica is one process's worth of the service: its own database pool, Redis
 // pool and lock client.
@@ -44,6 +64,10 @@ type replica struct {
 type world struct {
 	dbURL string
 	redis *testenv.Redis
+	// clock, when set, is the replicas' clock and their stores' (expiry included);
+	// sweep is their sweep interval.
+	clock *testenv.Clock
+	sweep time.Duration
 }
 
 func newWorld(t *testing.T, kind string) *world {
@@ -81,7 +105,12 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 	if locker == nil {
 		locker = w.locker(t)
 	}
-	r := &replica{store: gormstore.New(db, time.Now, 10*time.Second), cache: rediscache.NewCache(rdb, keys, time.Hour), obs: &counts{}}
+	now := time.Now
+	r := &replica{store: gormstore.New(db, now, 10*time.Second), cache: rediscache.NewCache(rdb, keys, time.Hour), obs: &counts{}}
+	if w.clock != nil {
+		now = w.clock.Now
+		r.store = gormstore.New(db, now, 10*time.Second).WithClock(now)
+	}
 	deps := service.Deps{Store: r.store, Cache: r.cache, Locker: locker, Observer: r.obs}
 	switch strategy {
 	case orders.StrategyLockPolling:
@@ -90,7 +119,7 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
 	}
 	r.deps = deps
-	r.svc = service.New(service.Config{Strategy: strategy}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	r.svc = service.New(service.Config{Strategy: strategy, SweepInterval: w.sweep}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), now)
 	return r
 }
 

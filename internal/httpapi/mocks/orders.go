@@ -170,6 +170,204 @@ func (_c *Orders_Cancel_Call) RunAndReturn(run func(ctx context.Context, id stri
 	return _c
 }
 
+// Confirm provides a mock function for the type Orders
+func (_mock *Orders) Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error) {
+	ret := _mock.Called(ctx, req)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Confirm")
+	}
+
+	var r0 orders.Placed
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.ConfirmRequest) (orders.Placed, error)); ok {
+		return returnFunc(ctx, req)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.ConfirmRequest) orders.Placed); ok {
+		r0 = returnFunc(ctx, req)
+	} else {
+		r0 = ret.Get(0).(orders.Placed)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, orders.ConfirmRequest) error); ok {
+		r1 = returnFunc(ctx, req)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_Confirm_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Confirm'
+type Orders_Confirm_Call struct {
+	*mock.Call
+}
+
+// Confirm is a helper method to define mock.On call
+//   - ctx context.Context
+//   - req orders.ConfirmRequest
+func (_e *Orders_Expecter) Confirm(ctx interface{}, req interface{}) *Orders_Confirm_Call {
+	return &Orders_Confirm_Call{Call: _e.mock.On("Confirm", ctx, req)}
+}
+
+func (_c *Orders_Confirm_Call) Run(run func(ctx context.Context, req orders.ConfirmRequest)) *Orders_Confirm_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 orders.ConfirmRequest
+		if args[1] != nil {
+			arg1 = args[1].(orders.ConfirmRequest)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Confirm_Call) Return(placed orders.Placed, err error) *Orders_Confirm_Call {
+	_c.Call.Return(placed, err)
+	return _c
+}
+
+func (_c *Orders_Confirm_Call) RunAndReturn(run func(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)) *Orders_Confirm_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Extend provides a mock function for the type Orders
+func (_mock *Orders) Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
+	ret := _mock.Called(ctx, req)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Extend")
+	}
+
+	var r0 orders.Held
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.HoldAction) (orders.Held, error)); ok {
+		return returnFunc(ctx, req)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.HoldAction) orders.Held); ok {
+		r0 = returnFunc(ctx, req)
+	} else {
+		r0 = ret.Get(0).(orders.Held)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, orders.HoldAction) error); ok {
+		r1 = returnFunc(ctx, req)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_Extend_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Extend'
+type Orders_Extend_Call struct {
+	*mock.Call
+}
+
+// Extend is a helper method to define mock.On call
+//   - ctx context.Context
+//   - req orders.HoldAction
+func (_e *Orders_Expecter) Extend(ctx interface{}, req interface{}) *Orders_Extend_Call {
+	return &Orders_Extend_Call{Call: _e.mock.On("Extend", ctx, req)}
+}
+
+func (_c *Orders_Extend_Call) Run(run func(ctx context.Context, req orders.HoldAction)) *Orders_Extend_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 orders.HoldAction
+		if args[1] != nil {
+			arg1 = args[1].(orders.HoldAction)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Extend_Call) Return(held orders.Held, err error) *Orders_Extend_Call {
+	_c.Call.Return(held, err)
+	return _c
+}
+
+func (_c *Orders_Extend_Call) RunAndReturn(run func(ctx context.Context, req orders.HoldAction) (orders.Held, error)) *Orders_Extend_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Hold provides a mock function for the type Orders
+func (_mock *Orders) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error) {
+	ret := _mock.Called(ctx, req)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Hold")
+	}
+
+	var r0 orders.Held
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.HoldRequest) (orders.Held, error)); ok {
+		return returnFunc(ctx, req)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.HoldRequest) orders.Held); ok {
+		r0 = returnFunc(ctx, req)
+	} else {
+		r0 = ret.Get(0).(orders.Held)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, orders.HoldRequest) error); ok {
+		r1 = returnFunc(ctx, req)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_Hold_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Hold'
+type Orders_Hold_Call struct {
+	*mock.Call
+}
+
+// Hold is a helper method to define mock.On call
+//   - ctx context.Context
+//   - req orders.HoldRequest
+func (_e *Orders_Expecter) Hold(ctx interface{}, req interface{}) *Orders_Hold_Call {
+	return &Orders_Hold_Call{Call: _e.mock.On("Hold", ctx, req)}
+}
+
+func (_c *Orders_Hold_Call) Run(run func(ctx context.Context, req orders.HoldRequest)) *Orders_Hold_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 orders.HoldRequest
+		if args[1] != nil {
+			arg1 = args[1].(orders.HoldRequest)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Hold_Call) Return(held orders.Held, err error) *Orders_Hold_Call {
+	_c.Call.Return(held, err)
+	return _c
+}
+
+func (_c *Orders_Hold_Call) RunAndReturn(run func(ctx context.Context, req orders.HoldRequest) (orders.Held, error)) *Orders_Hold_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // Order provides a mock function for the type Orders
 func (_mock *Orders) Order(ctx context.Context, id string) (orders.Order, error) {
 	ret := _mock.Called(ctx, id)
@@ -298,6 +496,138 @@ func (_c *Orders_Place_Call) Return(placed orders.Placed, err error) *Orders_Pla
 }
 
 func (_c *Orders_Place_Call) RunAndReturn(run func(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error)) *Orders_Place_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Release provides a mock function for the type Orders
+func (_mock *Orders) Release(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
+	ret := _mock.Called(ctx, req)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Release")
+	}
+
+	var r0 orders.Held
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.HoldAction) (orders.Held, error)); ok {
+		return returnFunc(ctx, req)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, orders.HoldAction) orders.Held); ok {
+		r0 = returnFunc(ctx, req)
+	} else {
+		r0 = ret.Get(0).(orders.Held)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, orders.HoldAction) error); ok {
+		r1 = returnFunc(ctx, req)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_Release_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Release'
+type Orders_Release_Call struct {
+	*mock.Call
+}
+
+// Release is a helper method to define mock.On call
+//   - ctx context.Context
+//   - req orders.HoldAction
+func (_e *Orders_Expecter) Release(ctx interface{}, req interface{}) *Orders_Release_Call {
+	return &Orders_Release_Call{Call: _e.mock.On("Release", ctx, req)}
+}
+
+func (_c *Orders_Release_Call) Run(run func(ctx context.Context, req orders.HoldAction)) *Orders_Release_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 orders.HoldAction
+		if args[1] != nil {
+			arg1 = args[1].(orders.HoldAction)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Release_Call) Return(held orders.Held, err error) *Orders_Release_Call {
+	_c.Call.Return(held, err)
+	return _c
+}
+
+func (_c *Orders_Release_Call) RunAndReturn(run func(ctx context.Context, req orders.HoldAction) (orders.Held, error)) *Orders_Release_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Reservation provides a mock function for the type Orders
+func (_mock *Orders) Reservation(ctx context.Context, id string) (orders.Reservation, error) {
+	ret := _mock.Called(ctx, id)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Reservation")
+	}
+
+	var r0 orders.Reservation
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string) (orders.Reservation, error)); ok {
+		return returnFunc(ctx, id)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string) orders.Reservation); ok {
+		r0 = returnFunc(ctx, id)
+	} else {
+		r0 = ret.Get(0).(orders.Reservation)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string) error); ok {
+		r1 = returnFunc(ctx, id)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_Reservation_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Reservation'
+type Orders_Reservation_Call struct {
+	*mock.Call
+}
+
+// Reservation is a helper method to define mock.On call
+//   - ctx context.Context
+//   - id string
+func (_e *Orders_Expecter) Reservation(ctx interface{}, id interface{}) *Orders_Reservation_Call {
+	return &Orders_Reservation_Call{Call: _e.mock.On("Reservation", ctx, id)}
+}
+
+func (_c *Orders_Reservation_Call) Run(run func(ctx context.Context, id string)) *Orders_Reservation_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Reservation_Call) Return(reservation orders.Reservation, err error) *Orders_Reservation_Call {
+	_c.Call.Return(reservation, err)
+	return _c
+}
+
+func (_c *Orders_Reservation_Call) RunAndReturn(run func(ctx context.Context, id string) (orders.Reservation, error)) *Orders_Reservation_Call {
 	_c.Call.Return(run)
 	return _c
 }

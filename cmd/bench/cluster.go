@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/topology"
+)
+
+// benchTables are every table a run writes. Holds' tables and the sweeper's
+// leader fence are among them: a fresh Redis namespace restarts the lease's
+// tokens at 1, and a leader fence left by an earlier run would make the
+// database refuse the new sweeper's writes.
+const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_records, reservations, reservation_lines, leader_fences"
+
+// cluster is replicas of one strategy behind a balancer, on emptied tables and
+// a Redis namespace of their own.
+type cluster struct {
+	procs []*exec.Cmd
+	lb    *topology.Balancer
+	ns    string
+}
+
+// startCluster empties the tables, runs prepare on them (nil: nothing) before
+// any replica could cache what they hold, then starts the replicas on s.
+func startCluster(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, s orders.Strategy,
+	prepare func() error, log *slog.Logger) (*cluster, error) {
+	// Each run starts on empty tables, so that none pays for another's rows.
+	if err := db.WithContext(ctx).Exec("TRUNCATE " + benchTables).Error; err != nil {
+		return nil, fmt.Errorf("truncate: %w", err)
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return nil, err
+		}
+	}
+	c := &cluster{ns: "bench-" + string(s) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	env := append(os.Environ(), "DATABASE_URL="+o.databaseURL, "REDIS_URL="+o.redisURL, "STOCKGUARD_NAMESPACE="+c.ns,
+		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+string(s), "STOCKGUARD_ALLOW_OVERSELL=true",
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error")
+	var backends []string
+	for i := range o.replicas {
+		cmd, u, err := topology.StartReplica(ctx, bins.Stockguard, env)
+		if err != nil {
+			c.stop(ctx, o.redisURL, log)
+			return nil, fmt.Errorf("replica %d: %w", i, err)
+		}
+		c.procs = append(c.procs, cmd)
+		backends = append(backends, u)
+	}
+	lb, err := topology.StartBalancer(ctx, backends, log)
+	if err != nil {
+		c.stop(ctx, o.redisURL, log)
+		return nil, err
+	}
+	c.lb = lb
+	return c, nil
+}
+
+// stop stops the balancer and the replicas, then deletes the namespace's keys.
+func (c *cluster) stop(ctx context.Context, redisURL string, log *slog.Logger) {
+	if c.lb != nil {
+		c.lb.Stop(ctx)
+	}
+	topology.StopAll(c.procs)
+	topology.DropNamespace(ctx, redisURL, c.ns, log)
+}

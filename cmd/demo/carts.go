@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/topology"
+)
+
+// The carts round: a flash sale with checkouts. More shoppers than units rush
+// in and each puts 1 or 2 units in a cart (a hold with a short time to live).
+// Of the carts granted, some are paid for (confirmed) after a think time, some
+// are given back (released), and most are abandoned: never confirmed, never
+// released. The shoppers refused in the rush wait; when the abandoned holds
+// expire and the sweeper returns their units, the waiting shoppers hold them
+// again and pay: those units are resold. The audit says nothing was oversold.
+//
+// Its timing is built on conditions, not sleeps: the rush is over when every
+// shopper has had an answer, and the waiting shoppers are sent in when the
+// service shows units available again, with a deadline from invariant I6
+// (every held unit is back by expires_at + one sweep interval + one lease).
+
+type cartOptions struct {
+	stock    int
+	shoppers int
+	ttl      time.Duration // of every hold
+	sweep    time.Duration // the replicas' --sweep-interval
+}
+
+const (
+	rushConcurrency = 50                     // shoppers at the checkout at once
+	pollEvery       = 100 * time.Millisecond // how often the waiting shoppers look at the stock
+	replicaLease    = 5 * time.Second        // the replicas' default --lock-ttl, also the sweeper's leader lease
+)
+
+// cartResult is the round's table, in units unless it says holds.
+type cartResult struct {
+	Stocked  int64
+	Holds    int // holds granted
+	Held     int64
+	Sold     int64 // confirmed into orders
+	Expired  int64 // of holds that expired, returned to available by the sweeper
+	Resold   int64 // sold that only an expiry had made available again
+	Released int64
+	Refused  int // holds refused for want of stock
+	Oversold int64
+	// Consistent is the audit's I1 for the SKU and the shoppers' own accounts
+	// agreeing with the service's; Problems says what did not.
+	Consistent bool
+	Problems   []string
+}
+
+// hold is a cart: a granted hold and its units.
+type hold struct {
+	id  string
+	qty int64
+}
+
+// cartRound is one run of the round: the shop's address and the shoppers'
+// shared tallies.
+type cartRound struct {
+	shop *shop
+	sku  string
+	o    cartOptions
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	granted  int   // holds granted so far: the next one's number decides what its shopper does
+	soldLate int64 // units sold after the rush
+	left     []hold
+	waiting  []int64 // quantities wanted by shoppers refused so far, in order
+	lastHold time.Time
+	r        cartResult
+}
+
+// runCarts starts replicas that sweep every o.sweep, sells o.stock units of a new
+// SKU to o.shoppers shoppers with carts, and audits.
+func runCarts(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL string, replicas int, o cartOptions,
+	log *slog.Logger) (cartResult, error) {
+	lbURL, stop, err := startCluster(ctx, bins, dir, redisURL, databaseURL, "carts", replicas, log,
+		"STOCKGUARD_SWEEP_INTERVAL="+o.sweep.String()) // --sweep-interval: expired carts come back within it
+	if err != nil {
+		return cartResult{}, err
+	}
+	defer stop()
+	transport := &http.Transport{MaxIdleConnsPerHost: rushConcurrency} // no proxy: the balancer is on loopback
+	defer transport.CloseIdleConnections()
+	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL},
+		sku: "CART-" + strconv.FormatInt(time.Now().UnixNano(), 36), o: o, log: log} // a SKU of its own in a shared database
+	log.Info("carts round starts", "replicas", replicas, "balancer", lbURL, "sku", c.sku, "units", o.stock,
+		"shoppers", o.shoppers, "hold_ttl", o.ttl, "sweep_interval", o.sweep)
+	if code, err := c.shop.call(ctx, http.MethodPost, "/v1/skus/"+c.sku+"/restock", true, map[string]int{"quantity": o.stock}, nil); err != nil || code/100 != 2 {
+		return cartResult{}, fmt.Errorf("restock: status %d: %w", code, err)
+	}
+	c.r.Stocked = int64(o.stock)
+
+	start := time.Now()
+	c.lastHold = start // I6's deadline, until a hold is granted
+	c.rush(ctx)
+	if ctx.Err() != nil {
+		return cartResult{}, ctx.Err()
+	}
+	after, err := c.stock(ctx)
+	if err != nil {
+		return cartResult{}, err
+	}
+	log.Info("carts: the rush is over", "took", time.Since(start).Round(time.Millisecond), "holds", c.r.Holds,
+		"units_held", c.r.Held, "sold", c.r.Sold, "released", c.r.Released, "refused", c.r.Refused,
+		"available", after.Available, "reserved", after.Reserved)
+
+	if err := c.resell(ctx); err != nil {
+		return cartResult{}, err
+	}
+	// Units already available after the rush needed no expiry; every unit sold
+	// beyond them came back from an expired cart, as nothing else returns units
+	// after the rush (exact when no cart expired during the rush, a lower bound
+	// otherwise).
+	c.r.Resold = max(0, c.soldLate-after.Available)
+	if err := c.audit(ctx); err != nil {
+		return cartResult{}, err
+	}
+	log.Info("carts round over", "took", time.Since(start).Round(time.Millisecond), "sold", c.r.Sold,
+		"expired", c.r.Expired, "resold", c.r.Resold, "consistent", c.r.Consistent)
+	return c.r, nil
+}
+
+// rush sends every shopper in, rushConcurrency at a time, and returns when each
+// has had an answer and done what it came to do.
+func (c *cartRound) rush(ctx context.Context) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range rushConcurrency {
+		wg.Go(func() {
+			for i := range next {
+				c.shopper(ctx, i)
+			}
+		})
+	}
+	for i := range c.o.shoppers {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// shopper i wants 1 or 2 units. What it does with its cart is decided by the
+// order in which carts were granted, not by chance, so that every run has
+// each kind and the first cart is always abandoned: of 8 carts, 2 are paid
+// for, 1 given back and 5 abandoned.
+func (c *cartRound) shopper(ctx context.Context, i int) {
+	qty := int64(1 + i%2)
+	h, ok := c.hold(ctx, qty)
+	if !ok {
+		c.mu.Lock()
+		c.waiting = append(c.waiting, qty)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	k := c.granted
+	c.granted++
+	c.mu.Unlock()
+	think := 100*time.Millisecond + time.Duration(i%5)*50*time.Millisecond // well within the hold's time to live
+	switch {
+	case k%4 == 1:
+		if sleep(ctx, think) {
+			c.confirm(ctx, h, false)
+		}
+	case k%8 == 3:
+		if sleep(ctx, think) {
+			c.release(ctx, h)
+		}
+	default:
+		c.mu.Lock()
+		c.left = append(c.left, h)
+		c.mu.Unlock()
+	}
+}
+
+// resell sends the waiting shoppers in whenever units are available again,
+// each asking for at most what is left, until every cart has ended and either
+// the units are sold or no one waits. Its deadline is I6's bound for the last
+// hold granted.
+func (c *cartRound) resell(ctx context.Context) error {
+	var said time.Time
+	for range c.maxPolls() {
+		st, err := c.stock(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		waiting, deadline := c.waiting, c.lastHold.Add(c.o.ttl+c.o.sweep+replicaLease+time.Second)
+		c.mu.Unlock()
+		switch {
+		case st.Reserved == 0 && (st.Available == 0 || len(waiting) == 0):
+			return nil
+		case time.Now().After(deadline) && st.Reserved > 0:
+			return fmt.Errorf("I6: %d units still held past every hold's expiry + one sweep interval + one lease", st.Reserved)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d units available with %d shoppers waiting, past every hold's expiry + one sweep interval + one lease",
+				st.Available, len(waiting))
+		case st.Available > 0 && len(waiting) > 0:
+			c.log.Info("carts: units back on sale, waiting shoppers buy them", "available", st.Available, "reserved", st.Reserved)
+			if c.buyBack(ctx, st.Available) > 0 {
+				continue
+			}
+		case time.Since(said) >= time.Second:
+			said = time.Now()
+			c.log.Info("carts: waiting for abandoned carts to expire", "reserved", st.Reserved, "available", st.Available,
+				"sold", st.Sold, "shoppers_waiting", len(waiting))
+		}
+		if !sleep(ctx, pollEvery) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("the waiting shoppers did not finish in %d looks at the stock", c.maxPolls())
+}
+
+// maxPolls bounds resell's looks at the stock: one per poll until the deadline
+// (the rush took far less than a hold's time to live), and one per buy-back.
+func (c *cartRound) maxPolls() int {
+	return int((2*c.o.ttl+c.o.sweep+replicaLease+time.Second)/pollEvery) + c.o.shoppers
+}
+
+// buyBack sends in as many waiting shoppers as it takes to ask for available
+// units, at once, and returns how many got a cart; those refused wait again.
+func (c *cartRound) buyBack(ctx context.Context, available int64) int {
+	c.mu.Lock()
+	var asks []int64
+	for available > 0 && len(c.waiting) > 0 {
+		q := min(c.waiting[0], available)
+		asks, c.waiting, available = append(asks, q), c.waiting[1:], available-q
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	var got atomic.Int64
+	for _, q := range asks {
+		wg.Go(func() {
+			h, ok := c.hold(ctx, q)
+			if !ok {
+				c.mu.Lock()
+				c.waiting = append(c.waiting, q)
+				c.mu.Unlock()
+				return
+			}
+			got.Add(1)
+			if sleep(ctx, 50*time.Millisecond) { // they know what they want this time
+				c.confirm(ctx, h, true)
+			}
+		})
+	}
+	wg.Wait()
+	return int(got.Load())
+}
+
+// hold asks for qty units; false when refused for want of stock or failed.
+func (c *cartRound) hold(ctx context.Context, qty int64) (hold, bool) {
+	var r orders.Reservation
+	code, err := c.shop.call(ctx, http.MethodPost, "/v1/reservations", false,
+		map[string]any{"items": []orders.Item{{SKU: c.sku, Quantity: int(qty)}}, "ttl": c.o.ttl.String()}, &r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil && code == http.StatusCreated:
+		c.r.Holds++
+		c.r.Held += qty
+		c.lastHold = time.Now()
+		return hold{id: r.ID, qty: qty}, true
+	case err == nil && code == http.StatusConflict:
+		c.r.Refused++
+	default:
+		c.problem("hold: status %d: %v", code, err)
+	}
+	return hold{}, false
+}
+
+// confirm pays for a cart; one confirmed too late expired, and is left to the
+// sweeper like an abandoned one.
+func (c *cartRound) confirm(ctx context.Context, h hold, late bool) {
+	code, err := c.shop.call(ctx, http.MethodPost, "/v1/reservations/"+h.id+"/confirm", false, nil, nil)
+	c.ended(h, code, err, http.StatusCreated, func() {
+		c.r.Sold += h.qty
+		if late {
+			c.soldLate += h.qty
+		}
+	})
+}
+
+// release gives a cart back.
+func (c *cartRound) release(ctx context.Context, h hold) {
+	code, err := c.shop.call(ctx, http.MethodPost, "/v1/reservations/"+h.id+"/release", false, nil, nil)
+	c.ended(h, code, err, http.StatusOK, func() { c.r.Released += h.qty })
+}
+
+func (c *cartRound) ended(h hold, code int, err error, want int, done func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil && code == want:
+		done()
+	case err == nil && code == http.StatusGone:
+		c.left = append(c.left, h)
+	default:
+		c.problem("hold %s: status %d: %v", h.id, code, err)
+	}
+}
+
+// audit counts the units of the carts left to expire, asks the service for
+// its audit, and checks that the shoppers' accounts and the service's agree.
+func (c *cartRound) audit(ctx context.Context) error {
+	for _, h := range c.left {
+		var r orders.Reservation
+		code, err := c.shop.call(ctx, http.MethodGet, "/v1/reservations/"+h.id, false, nil, &r)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK || r.Status != orders.HoldExpired {
+			c.problem("hold %s left to expire: status %d, %q", h.id, code, r.Status)
+			continue
+		}
+		c.r.Expired += h.qty
+	}
+	var a orders.Audit
+	if code, err := c.shop.call(ctx, http.MethodGet, "/v1/audit", true, nil, &a); err != nil || code != http.StatusOK {
+		return fmt.Errorf("audit: status %d: %w", code, err)
+	}
+	var s *orders.SKUAudit
+	for i := range a.SKUs {
+		if a.SKUs[i].SKU == c.sku {
+			s = &a.SKUs[i]
+		}
+	}
+	if s == nil {
+		return fmt.Errorf("audit: no %s", c.sku)
+	}
+	c.r.Oversold = s.Oversold
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			c.problem(format, args...)
+		}
+	}
+	check(s.Consistent && s.Oversold == 0, "audit: consistent %v, oversold %d", s.Consistent, s.Oversold)
+	check(s.Stocked == s.Available+s.Reserved+s.Sold && s.Sold+s.Reserved <= s.Stocked,
+		"I1: stocked %d, available %d, reserved %d, sold %d", s.Stocked, s.Available, s.Reserved, s.Sold)
+	check(s.Stocked == c.r.Stocked && s.Sold == c.r.Sold && s.Reserved == 0,
+		"the service says stocked %d, sold %d, reserved %d; the shoppers stocked %d and bought %d, and every cart ended",
+		s.Stocked, s.Sold, s.Reserved, c.r.Stocked, c.r.Sold)
+	check(c.r.Held == c.r.Sold+c.r.Released+c.r.Expired,
+		"units held %d, but sold %d + released %d + expired %d", c.r.Held, c.r.Sold, c.r.Released, c.r.Expired)
+	c.r.Consistent = len(c.r.Problems) == 0
+	return nil
+}
+
+func (c *cartRound) stock(ctx context.Context) (orders.Stock, error) {
+	var st orders.Stock
+	code, err := c.shop.call(ctx, http.MethodGet, "/v1/skus/"+c.sku, false, nil, &st)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET /v1/skus/%s: status %d", c.sku, code)
+	}
+	return st, err
+}
+
+// problem records a failed check or an unexpected answer; the caller holds mu
+// or is the only goroutine left.
+func (c *cartRound) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.r.Problems = append(c.r.Problems, msg)
+	c.log.Warn("carts: a check failed", "problem", msg)
+}
+
+// shop is the service behind the balancer, seen by a shopper.
+type shop struct {
+	client *http.Client
+	url    string
+}
+
+// call sends body (when not nil) as JSON, decodes a 2xx answer into out (when
+// not nil) and returns the status.
+func (s *shop) call(ctx context.Context, method, path string, admin bool, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if admin {
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body) // the connection is kept for the next request
+	return resp.StatusCode, nil
+}
+
+// sleep waits d (a shopper's think time, or the pause between two looks at the
+// stock); false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func printCarts(w io.Writer, r cartResult, o cartOptions) {
+	fmt.Fprintf(w, "\nflash sale with carts: %d shoppers, one SKU of %d units, holds of %s, replicas sweeping every %s\n",
+		o.shoppers, o.stock, o.ttl, o.sweep)
+	fmt.Fprintf(w, "%-6s %8s %6s %5s %5s %8s %7s %9s %9s\n", "round", "stocked", "holds", "held", "sold", "expired", "resold", "released", "oversold")
+	fmt.Fprintf(w, "%-6s %8d %6d %5d %5d %8d %7d %9d %9d\n", "carts", r.Stocked, r.Holds, r.Held, r.Sold, r.Expired, r.Resold, r.Released, r.Oversold)
+}

@@ -1,0 +1,152 @@
+package orders
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Holds: stock set aside for a time limit while a customer pays, then confirmed
+// into an order, released, or expired by the cluster itself (TigerBeetle's
+// pending transfer, posted or voided at most once). A hold's units move from
+// available to reserved when it is made, under the same locks, fence and guard
+// as an order; confirming moves them to sold, releasing or expiring back to
+// available. I1 then reads stocked == available + reserved + sold.
+
+// Limits of a hold's time to live.
+const (
+	MinHoldTTL     = time.Second
+	DefaultHoldTTL = 10 * time.Minute
+	DefaultMaxTTL  = 24 * time.Hour
+)
+
+// HoldStatus is the state of a hold.
+type HoldStatus string
+
+// The states of a hold. A held hold past its expiry is expired for every
+// purpose at once, and shown as such, before the sweeper returns its units.
+const (
+	HoldHeld      HoldStatus = "held"
+	HoldConfirmed HoldStatus = "confirmed"
+	HoldReleased  HoldStatus = "released"
+	HoldExpired   HoldStatus = "expired"
+)
+
+// Reservation is a hold: items set aside until ExpiresAt.
+type Reservation struct {
+	ID        string     `json:"id"`
+	Status    HoldStatus `json:"status"`
+	Items     []Item     `json:"items"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	OrderID   string     `json:"order_id,omitempty"`
+}
+
+// HoldRequest is a hold as a client asks for it. A zero TTL is DefaultHoldTTL.
+type HoldRequest struct {
+	Items          []Item
+	TTL            time.Duration
+	IdempotencyKey string
+}
+
+// Held is the answer to a hold, an extension or a release: the hold, and
+// whether the answer replays an earlier request with the same idempotency key.
+type Held struct {
+	Reservation Reservation
+	Replayed    bool
+}
+
+// ConfirmRequest confirms hold ID into an order: every unit held when Items is
+// empty, else the units Items lists (at most what is held of each SKU; SKUs it
+// leaves out confirm none), the rest going back to available at once.
+type ConfirmRequest struct {
+	ID             string
+	Items          []Item
+	IdempotencyKey string
+}
+
+// HoldAction is a request on an existing hold that changes no stock it keeps:
+// an extension (TTL) or a release.
+type HoldAction struct {
+	ID             string
+	TTL            time.Duration
+	IdempotencyKey string
+}
+
+// The errors of a hold that has ended. Each *HoldEndedError matches one.
+var (
+	ErrHoldExpired   = errors.New("the hold has expired")
+	ErrHoldReleased  = errors.New("the hold was released")
+	ErrHoldConfirmed = errors.New("the hold was confirmed")
+)
+
+// HoldEndedError says a hold cannot be confirmed, extended or released because
+// it has ended: expired, released or confirmed (into OrderID).
+type HoldEndedError struct {
+	ID      string
+	Status  HoldStatus
+	OrderID string
+}
+
+func (e *HoldEndedError) Error() string {
+	return fmt.Sprintf("hold %s: %s", e.ID, e.sentinel())
+}
+
+func (e *HoldEndedError) sentinel() error {
+	switch e.Status {
+	case HoldConfirmed:
+		return ErrHoldConfirmed
+	case HoldReleased:
+		return ErrHoldReleased
+	default:
+		return ErrHoldExpired
+	}
+}
+
+// Is makes errors.Is match the sentinel of the hold's state.
+func (e *HoldEndedError) Is(target error) bool { return target == e.sentinel() }
+
+// Hold makes a Placement a hold: TTL is its time to live, from the database's
+// clock at commit, and ExpiresAt is set by the store when it commits the hold.
+type Hold struct {
+	TTL       time.Duration
+	ExpiresAt time.Time
+}
+
+// Keyed is the idempotency key of a request and the hash of what it asked.
+type Keyed struct {
+	Key, Hash string
+}
+
+// Confirmation is a confirm on its way to the store: the hold, the order it
+// makes (with the lines to confirm; nil lines confirm all), and the key's record.
+type Confirmation struct {
+	HoldID string
+	Order  Order
+	Key    string
+	Hash   string
+}
+
+// Leader is the sweeper's lease as the store checks it: every write of the
+// sweeper carries the lease's token, and the store refuses one below the last
+// it saw for Name (a former leader, paused past its lease) with an error
+// matching ErrStaleLeader.
+type Leader struct {
+	Name  string
+	Token int64
+}
+
+// ErrStaleLeader is the store's refusal of a sweeper's write whose lease token
+// is below one a newer leader wrote. It matches ErrStaleFence too, and comes
+// with a *StaleFenceError naming the lease (SKU is the lease's name), so that a
+// leader that still holds the lease advances its token as a SKU's holder does.
+var ErrStaleLeader = fmt.Errorf("%w: a newer sweeper leader has written", ErrStaleFence)
+
+// ValidateTTL checks a hold's time to live against max (0 is allowed: the default).
+func ValidateTTL(field string, ttl, maxTTL time.Duration) error {
+	if ttl == 0 || (ttl >= MinHoldTTL && ttl <= maxTTL) {
+		return nil
+	}
+	return &ValidationError{Fields: []FieldError{{Field: field, Message: fmt.Sprintf(`must be a duration such as "10m", from %s to %s`, MinHoldTTL, maxTTL)}}}
+}

@@ -1,0 +1,253 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// Holds. A hold is made as an order is, by the same strategy, in the same
+// batches and transactions (a hold is an order whose units go to reserved), so
+// it costs what an order costs. Confirm and release change stock, so they take
+// the hold's per-SKU locks and fence their write as a cancel does; an extension
+// changes no stock and takes none. The store decides each on the database's
+// clock and locks the hold's row, so that a hold ends at most one way (I7).
+
+// Hold sets stock aside for req.TTL: all of it or nothing.
+func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error) {
+	items, err := orders.Normalize(req.Items)
+	if err == nil {
+		err = orders.ValidateTTL("ttl", req.TTL, s.cfg.MaxHoldTTL)
+	}
+	if err != nil {
+		return orders.Held{}, err
+	}
+	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
+	now := s.now()
+	h := &orders.Hold{TTL: ttl}
+	p := orders.Placement{
+		Order: orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)},
+		Hold:  h, Key: req.IdempotencyKey, Hash: hashOf("hold", ttl.String(), hashItems(items)),
+	}
+	r := s.placer.place(ctx, p)
+	switch {
+	case r.err != nil:
+		s.obs.OrderRefused(reason(r.err))
+		return orders.Held{}, r.err
+	case r.replay != nil:
+		return s.replayHold(ctx, *r.replay)
+	}
+	s.obs.HoldPlaced()
+	return orders.Held{Reservation: orders.Reservation{ID: p.Order.ID, Status: orders.HoldHeld, Items: items,
+		CreatedAt: p.Order.CreatedAt, ExpiresAt: h.ExpiresAt}}, nil
+}
+
+// Reservation returns one hold.
+func (s *Service) Reservation(ctx context.Context, id string) (orders.Reservation, error) {
+	return s.store.Reservation(ctx, id)
+}
+
+// Confirm makes a held hold an order, at most once: a retry (the same key, or
+// no key and the same units) of a confirm that succeeded replays its order.
+func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error) {
+	var items []orders.Item
+	if len(req.Items) > 0 {
+		var err error
+		if items, err = orders.Normalize(req.Items); err != nil {
+			return orders.Placed{}, err
+		}
+	}
+	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("confirm", req.ID, hashItems(items))}
+	if r, done := s.recorded(ctx, k); done {
+		return s.resolved(ctx, r)
+	}
+	held, err := s.store.Reservation(ctx, req.ID)
+	if err != nil {
+		return orders.Placed{}, err
+	}
+	if ended := endedOf(held); ended != nil { // no lock needed to say so; the store checks again under them
+		if ended.Status == orders.HoldConfirmed {
+			return s.confirmedAlready(ctx, held, items, ended)
+		}
+		return orders.Placed{}, ended
+	}
+	now := s.now()
+	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
+	skus := orders.SKUs(held.Items)
+	var placed orders.Order
+	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
+		var after map[string]int64
+		err := s.fenced(ctx, g, func(fences orders.Fences) error {
+			var err error
+			placed, after, err = s.store.Confirm(ctx, orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}, fences)
+			return err
+		})
+		if err != nil {
+			s.afterFailure(ctx, skus, err)
+			return err
+		}
+		s.setCache(ctx, after, g.Fences())
+		s.dropReservations(ctx, skus)
+		return nil
+	})
+	var ended *orders.HoldEndedError
+	switch {
+	case err == nil:
+		s.obs.HoldConfirmed()
+		return orders.Placed{Order: placed}, nil
+	case errors.Is(err, orders.ErrIdempotencyConflict):
+		if r, done := s.recorded(ctx, k); done {
+			return s.resolved(ctx, r)
+		}
+	case errors.As(err, &ended) && ended.Status == orders.HoldConfirmed:
+		return s.confirmedAlready(ctx, held, items, err)
+	}
+	return orders.Placed{}, err
+}
+
+// confirmedAlready answers a confirm of a hold confirmed before: the order, as
+// a replay, when it confirmed the units asked now (every unit held, when none
+// are named); else the refusal.
+func (s *Service) confirmedAlready(ctx context.Context, held orders.Reservation, items []orders.Item, refusal error) (orders.Placed, error) {
+	var ended *orders.HoldEndedError
+	errors.As(refusal, &ended)
+	o, err := s.store.Order(ctx, ended.OrderID)
+	if err != nil {
+		return orders.Placed{}, fmt.Errorf("%w (its order: %w)", refusal, err)
+	}
+	if len(items) == 0 {
+		items = held.Items
+	}
+	if !slices.Equal(o.Items, items) {
+		return orders.Placed{}, refusal
+	}
+	return orders.Placed{Order: o, Replayed: true}, nil
+}
+
+// Release returns a held hold's units to available.
+func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
+	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("release", req.ID)}
+	if r, done := s.recorded(ctx, k); done {
+		return s.resolvedHold(ctx, r)
+	}
+	held, err := s.store.Reservation(ctx, req.ID)
+	if err != nil {
+		return orders.Held{}, err
+	}
+	if ended := endedOf(held); ended != nil {
+		return orders.Held{}, ended
+	}
+	skus := orders.SKUs(held.Items)
+	var out orders.Reservation
+	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
+		var after map[string]int64
+		err := s.fenced(ctx, g, func(fences orders.Fences) error {
+			var err error
+			out, after, err = s.store.Release(ctx, req.ID, k, fences)
+			return err
+		})
+		if err != nil {
+			s.afterFailure(ctx, skus, err)
+			return err
+		}
+		s.setCache(ctx, after, g.Fences())
+		s.dropReservations(ctx, skus)
+		return nil
+	})
+	if errors.Is(err, orders.ErrIdempotencyConflict) {
+		if r, done := s.recorded(ctx, k); done {
+			return s.resolvedHold(ctx, r)
+		}
+	}
+	if err != nil {
+		return orders.Held{}, err
+	}
+	s.obs.HoldReleased()
+	return orders.Held{Reservation: out}, nil
+}
+
+// Extend moves a held hold's expiry to req.TTL from now (the database's), never
+// earlier than it was.
+func (s *Service) Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
+	if err := orders.ValidateTTL("ttl", req.TTL, s.cfg.MaxHoldTTL); err != nil {
+		return orders.Held{}, err
+	}
+	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
+	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("extend", req.ID, ttl.String())}
+	if r, done := s.recorded(ctx, k); done {
+		return s.resolvedHold(ctx, r)
+	}
+	out, err := s.store.Extend(ctx, req.ID, ttl, k)
+	if errors.Is(err, orders.ErrIdempotencyConflict) {
+		if r, done := s.recorded(ctx, k); done {
+			return s.resolvedHold(ctx, r)
+		}
+	}
+	if err != nil {
+		return orders.Held{}, err
+	}
+	return orders.Held{Reservation: out}, nil
+}
+
+// endedOf is the refusal of a hold read as ended, or nil for one held.
+func endedOf(r orders.Reservation) *orders.HoldEndedError {
+	if r.Status == orders.HoldHeld {
+		return nil
+	}
+	return &orders.HoldEndedError{ID: r.ID, Status: r.Status, OrderID: r.OrderID}
+}
+
+// replayHold answers a hold's key from its record: the hold as it is now, or
+// the refusal.
+func (s *Service) replayHold(ctx context.Context, o orders.Outcome) (orders.Held, error) {
+	if len(o.ShortSKUs) > 0 {
+		return orders.Held{}, &orders.InsufficientStockError{SKUs: o.ShortSKUs}
+	}
+	r, err := s.store.Reservation(ctx, o.ReservationID)
+	if err != nil {
+		return orders.Held{}, fmt.Errorf("replay: %w", err)
+	}
+	return orders.Held{Reservation: r, Replayed: true}, nil
+}
+
+// resolved answers a confirm from its key's record.
+func (s *Service) resolved(ctx context.Context, r result) (orders.Placed, error) {
+	if r.err != nil {
+		return orders.Placed{}, r.err
+	}
+	return s.replay(ctx, *r.replay)
+}
+
+// resolvedHold answers a release or an extension from its key's record.
+func (s *Service) resolvedHold(ctx context.Context, r result) (orders.Held, error) {
+	if r.err != nil {
+		return orders.Held{}, r.err
+	}
+	return s.replayHold(ctx, *r.replay)
+}
+
+// hashOf is the hash of a request made of parts; the first names its kind, so
+// that a key used for one kind of request is a mismatch for another.
+func hashOf(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
