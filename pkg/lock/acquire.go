@@ -9,9 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/bsm/redislock"
-	"github.com/redis/go-redis/v9"
 )
 
 // acquire takes the local slot of every name in order, then the Redis lease of
@@ -19,7 +16,7 @@ import (
 func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 	g := &Grant{c: c, names: names, tokens: make([]int64, len(names)), leaseOf: make([]*lease, len(names)), handoff: true}
 	for i, name := range names {
-		if c.slots.tryAcquire(name) {
+		if c.slot.tryAcquire(name) {
 			continue
 		}
 		// About to wait for a local slot: hold no Redis lease meanwhile. Leases come
@@ -32,7 +29,7 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 				g.leaseOf[j] = nil
 			}
 		}
-		h, waited, granted, err := c.slots.acquire(ctx, name)
+		h, waited, granted, err := c.slot.acquire(ctx, name)
 		if granted {
 			g.leaseOf[i] = h.lease
 		}
@@ -106,8 +103,7 @@ func (c *Client) renew(ctx context.Context, l *lease) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 	defer cancel()
 	sent := time.Now()
-	if err := l.lk.Refresh(ctx, c.opt.TTL, nil); err != nil {
-		reloadOnFailure(ctx, c.rdb, err)
+	if err := c.b.Renew(ctx, l.names, l.value, c.opt.TTL); err != nil {
 		return err
 	}
 	l.renewed(sent, c.validity())
@@ -143,7 +139,7 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 		case err == nil:
 			c.opt.Metrics.attempt("ok")
 			return l, nil
-		case errors.Is(err, redislock.ErrNotObtained):
+		case errors.Is(err, ErrBusy):
 			c.opt.Metrics.attempt("busy")
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
@@ -161,47 +157,34 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 	}
 }
 
-// tryObtain makes one attempt: SET NX PX through redislock, then the fencing
-// tokens, checked against the lock in the same script, and with Replicas the
-// replicas' acknowledgement. A lock not acknowledged in time is released.
+// tryObtain makes one attempt at a lease over names, with its block of tokens
+// per name: a single-resource lease may serve a cohort of local holders. A
+// lease whose answer was lost (a timeout) may have been granted: it is
+// released with the value chosen, or the resource would stay locked for a TTL.
 func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 	defer cancel()
-	keys := make([]string, len(names))
-	fence := make([]string, 0, 2*len(names))
-	for i, n := range names {
-		keys[i] = c.opt.Keys.Lock(n)
-		fence = append(fence, keys[i], c.opt.Keys.Fence(n))
-	}
-	token, err := randomToken()
+	value, err := randomToken()
 	if err != nil {
 		return nil, err
-	}
-	sent := time.Now()
-	lk, err := c.rl.ObtainMulti(ctx, keys, c.opt.TTL, &redislock.Options{Token: token})
-	if err != nil {
-		reloadOnFailure(ctx, c.rdb, err)
-		if !errors.Is(err, redislock.ErrNotObtained) {
-			// The SET may have been applied before the call failed (a timeout): undo
-			// it with the token we chose, or the resource stays locked for a TTL.
-			c.releaseValue(ctx, names, token)
-		}
-		return nil, fmt.Errorf("lock: obtain: %w", err)
 	}
 	block := int64(1)
 	if len(names) == 1 && c.opt.MaxHandoffs > 0 {
 		block = int64(c.opt.MaxHandoffs) + 1
 	}
-	tops, err := c.fence(ctx, fence, lk.Token()+lk.Metadata(), block)
+	sent := time.Now()
+	tops, err := c.b.Obtain(ctx, names, value, c.opt.TTL, block)
 	if err != nil {
-		reloadOnFailure(ctx, c.rdb, err)
-		if errors.Is(err, redis.Nil) { // gone already: the TTL is shorter than a round trip
-			return nil, redislock.ErrNotObtained
+		if !errors.Is(err, ErrBusy) {
+			c.releaseValue(ctx, names, value)
 		}
-		c.releaseValue(ctx, names, lk.Token()+lk.Metadata())
-		return nil, fmt.Errorf("lock: fence: %w", err)
+		return nil, err
 	}
-	return newLease(lk, names, sent, c.validity(), tops, block), nil
+	if len(tops) != len(names) {
+		c.releaseValue(ctx, names, value)
+		return nil, fmt.Errorf("lock: obtain: %d tokens for %d names", len(tops), len(names))
+	}
+	return newLease(value, names, sent, c.validity(), tops, block), nil
 }
 
 // randomToken is a lock value as redislock makes them: 16 random bytes, base64.
@@ -211,26 +194,6 @@ func randomToken() (string, error) {
 		return "", fmt.Errorf("lock: token: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// groups splits sorted names into the lease groups to obtain in order: all of them
-// at once (ObtainMulti) when they share a slot or Redis is not a cluster, else one
-// by one.
-func (c *Client) groups(names []string) [][]string {
-	if !c.cluster || len(names) == 1 {
-		return [][]string{names}
-	}
-	first := slot(c.opt.Keys.Lock(names[0]))
-	for _, n := range names[1:] {
-		if slot(c.opt.Keys.Lock(n)) != first {
-			out := make([][]string, len(names))
-			for i, n := range names {
-				out[i] = []string{n}
-			}
-			return out
-		}
-	}
-	return [][]string{names}
 }
 
 // jitter returns a random duration between d/2 and d, so that waiters of several

@@ -6,37 +6,47 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
-// Client takes per-resource locks in Redis for one process. Create one per process
-// and share it: the local queue, the handoff and the release subscription only
-// work among callers of the same Client.
+// Client takes per-resource locks from a Backend for one process. Create one per
+// process and share it: the local queue, the handoff and the release
+// subscription only work among callers of the same Client.
 type Client struct {
-	rdb     redis.UniversalClient
-	rl      *redislock.Client
-	opt     Options
-	cluster bool
-	slots   slots
-	wake    waker
+	b    Backend
+	opt  Options
+	slot slots
+	wake waker
 }
 
-// New returns a Client on rdb, a standalone, Sentinel or Cluster client. Set
-// ContextTimeoutEnabled on it so that a stalled Redis cannot hold a call past its
-// deadline. On a Cluster client, a call that fails without a reply from Redis
-// asks it to reload its slot map, so that the slots of a master that died are
-// found on its promoted replica. Close the Client when done.
+// New returns a Client on one Redis (the Redis backend): rdb is a standalone,
+// Sentinel or Cluster client. Set ContextTimeoutEnabled on it so that a stalled
+// Redis cannot hold a call past its deadline. Close the Client when done.
 func New(rdb redis.UniversalClient, opt *Options) (*Client, error) {
 	o, err := opt.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	_, cluster := rdb.(*redis.ClusterClient)
-	return &Client{
-		rdb: rdb, rl: redislock.New(rdb), opt: o, cluster: cluster,
-		wake: waker{rdb: rdb, channel: o.Keys.Channel(), timeout: o.OpTimeout},
-	}, nil
+	b, err := NewRedis(rdb, &RedisOptions{Keys: o.Keys, Replicas: o.Replicas, ReplicaTimeout: o.ReplicaTimeout, Metrics: o.Metrics})
+	if err != nil {
+		return nil, err
+	}
+	return NewClient(b, &o)
+}
+
+// NewClient returns a Client on any Backend. Options.Keys and Options.Replicas
+// are the Redis backend's, and are ignored here: give them to NewRedis. Close
+// the Client when done.
+func NewClient(b Backend, opt *Options) (*Client, error) {
+	o, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{b: b, opt: o}
+	if n, ok := b.(Notifier); ok {
+		c.wake = waker{n: n, timeout: o.OpTimeout}
+	}
+	return c, nil
 }
 
 // Close stops the release subscription. Calls in flight are not interrupted.
@@ -70,7 +80,7 @@ func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Con
 		}
 		return err
 	}
-	how := "redis"
+	how := "obtained"
 	if g.handoff {
 		how = "handoff"
 	}
@@ -104,30 +114,11 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 	return err
 }
 
-// reloadOnFailure asks a Cluster client to reload its slot map when err, from a
-// Redis call, is not Redis's answer (a refused dial, a broken connection, a
-// timeout): the node may have died and its slots moved to a promoted replica.
-//
-// Why: when a command cannot reach its slot's master, go-redis's
-// ClusterClient.process retries it and marks the node failing, yet routes it to
-// the same node again: clusterState.slotMasterNode ignores that mark. The slot
-// map is reloaded only on a MOVED or ASK reply, which a dead node never sends,
-// or by clusterStateHolder.Get once the map is older than
-// ClusterOptions.ClusterStateReloadInterval (60s by default). So after a
-// failover every call on the dead master's slots failed with "connection
-// refused" for up to a minute after its replica had taken over. ReloadState
-// coalesces requests (one CLUSTER SLOTS at a time, then 200ms apart), so asking
-// on every failure is cheap; until the promotion a reload finds the old map and
-// the next failure asks again. It runs in the background, under the client's
-// dial and read timeouts, and ignores ctx.
-func reloadOnFailure(ctx context.Context, rdb redis.UniversalClient, err error) {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok || err == nil {
-		return
+// groups splits sorted names into the sets to obtain in order: all at once
+// unless the Backend says otherwise.
+func (c *Client) groups(names []string) [][]string {
+	if g, ok := c.b.(Grouper); ok && len(names) > 1 {
+		return g.Groups(names)
 	}
-	var reply redis.Error // redis.Nil included
-	if errors.As(err, &reply) || errors.Is(err, redislock.ErrNotObtained) {
-		return
-	}
-	cc.ReloadState(ctx)
+	return [][]string{names}
 }

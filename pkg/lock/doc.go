@@ -1,13 +1,17 @@
-// Package lock takes per-resource locks in Redis for processes that must not act on
-// the same resource at once: several replicas selling the last unit of one SKU, say.
-// It builds on bsm/redislock (SET NX PX with a random token, token-checked refresh
-// and release) and adds what that library leaves to its users on purpose:
+// Package lock takes per-resource locks for processes that must not act on the
+// same resource at once: several replicas selling the last unit of one SKU, say.
+// A Client runs over a Backend, the lock service: Redis here (NewRedis: one
+// standalone, Sentinel or Cluster Redis; New is the shortcut), Redlock and
+// PostgreSQL in the sub-packages. A Backend only leases resources, issues their
+// fencing tokens and, if it can, announces releases; the Client adds, the same
+// for every Backend, what a library such as bsm/redislock leaves to its users
+// on purpose:
 //
 //   - Scoped use. Client.Do locks one or several resources, runs a function and
 //     always releases. Names are sorted, so callers with overlapping sets never
-//     deadlock; resources that share a Redis Cluster slot (or any set on a
-//     non-cluster server) are obtained at once with ObtainMulti, others one by one
-//     in sorted order.
+//     deadlock; they are obtained at once, unless the Backend is a Grouper (Redis
+//     Cluster: only names that share a slot are obtained at once, others one by
+//     one in sorted order).
 //   - A watchdog. While the function runs, the lease is renewed every RenewEvery
 //     (TTL/3 by default). When a renewal finds the lock gone, or none succeeds
 //     before the lease would end, the function's context is cancelled at once with
@@ -21,29 +25,33 @@
 //     Redis lost the counter's latest writes, Grant.Advance moves the counter past
 //     it for the current holder.
 //   - Waiting without a polling storm. Callers of one Client queue per resource in
-//     FIFO order, so only the head of the queue talks to Redis. A release is
-//     announced on a pub/sub channel and wakes the waiters of other processes at
-//     once; a jittered, doubling poll is the safety net for a holder that died
-//     without announcing.
+//     FIFO order, so only the head of the queue talks to the Backend. A Backend
+//     that is a Notifier announces releases, which wake the waiters of other
+//     processes at once; a jittered, doubling poll is the safety net for a holder
+//     that died without announcing.
 //   - Cohorts. A holder that finishes while another caller of the same Client
 //     waits for the same resource passes the lease on instead of releasing it,
 //     at most MaxHandoffs times in a row so that other processes get their turn.
-//     The next holder checks in Redis that the lease is still its own before it
+//     The next holder checks in the Backend that the lease is still its own before it
 //     takes the next token of the block reserved with the lease; the watchdog
 //     guards every holder as it guards the first.
 //   - Metrics: Prometheus collectors for grants, waits, holds, renewals, lost
 //     leases and contention (NewMetrics).
 //
-// # Keys
+// # Redis keys
 //
 // Every key of one resource shares the hash tag {<namespace>:<name>}: the lock
-// {sku:A-1}:lock and its token counter {sku:A-1}:fence live in one Cluster slot
-// with any key the service keeps for the resource. Releases are announced on
-// <namespace>:lock:released.
+// {sku:A-1}:lock, its token counter {sku:A-1}:fence and its waiters mark
+// {sku:A-1}:waiters live in one Cluster slot with any key the service keeps for
+// the resource. One script sets the lock and issues its tokens (one round trip
+// per obtain). A try that finds the lock held sets the waiters mark, and the
+// release that finds the mark announces itself on <namespace>:lock:released: an
+// uncontended lock sends no message.
 //
 // # Fencing tokens
 //
-// A token counter is a hybrid clock: before a block of tokens is taken, a
+// What follows is the Redis backend's guarantee; each other Backend states its
+// own. A token counter is a hybrid clock: before a block of tokens is taken, a
 // counter behind the Redis server's clock in microseconds (TIME) is moved up to
 // it. What follows, per resource:
 //
@@ -72,7 +80,7 @@
 //
 // # Deadlines
 //
-// Every Redis call has a deadline: OpTimeout, or for a renewal the end of the
+// Every Backend call has a deadline: OpTimeout, or for a renewal the end of the
 // lease. go-redis honours a context's deadline only with ContextTimeoutEnabled set
 // on its options; set it, or a stalled Redis holds calls until the read timeout.
 package lock

@@ -12,6 +12,14 @@ var (
 	// ran out. Test it with errors.Is on context.Cause(ctx) or on Do's error.
 	ErrLeaseLost = errors.New("lock: lease lost")
 
+	// ErrBusy is what a Backend's Obtain returns when another owner holds a
+	// resource; the Client then waits and tries again.
+	ErrBusy = errors.New("lock: held by another owner")
+
+	// ErrNotHeld is what a Backend's Renew and Advance return when the caller's
+	// lease is gone: expired, released, or taken by another owner.
+	ErrNotHeld = errors.New("lock: lease not held")
+
 	// ErrNotReplicated is returned when Options.Replicas is set and fewer replicas
 	// acknowledged a lock within ReplicaTimeout; the lock was released.
 	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Grant is what a caller holds while its function runs: the resources and, for
@@ -37,24 +35,24 @@ func (g *Grant) Token(name string) int64 {
 // Advance replaces the token of name with one above past and returns it. Call it
 // when the store refused the token because it has already accepted past: Redis
 // lost the counter's latest writes (a failover to a replica that lagged, say) and
-// handed out a number used before. The script that moves the counter checks that
-// the lock is still the caller's, so only the current holder gets the new token;
+// handed out a number used before. The Backend moves the counter only while the
+// lock is still the caller's, so only the current holder gets the new token;
 // when it is not, Advance fails with ErrLeaseLost and the caller must stop.
 func (g *Grant) Advance(ctx context.Context, name string, past int64) (int64, error) {
 	i := slices.Index(g.names, name)
 	if i < 0 {
 		return 0, fmt.Errorf("%w: %q is not in the grant", ErrInvalidName, name)
 	}
-	l, k := g.leaseOf[i], g.c.opt.Keys
+	l := g.leaseOf[i]
 	ctx, cancel := context.WithTimeout(ctx, g.c.opt.OpTimeout)
 	defer cancel()
-	n, err := advanceScript.Run(ctx, g.c.rdb, []string{k.Lock(name), k.Fence(name)}, l.value(), past, fenceTTL.Milliseconds()).Int64()
-	if errors.Is(err, redis.Nil) {
+	n, err := g.c.b.Advance(ctx, name, l.value, past)
+	if errors.Is(err, ErrNotHeld) {
 		l.markLost()
 		return 0, fmt.Errorf("%w: the lock of %q is not ours any more", ErrLeaseLost, name)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("lock: advance: %w", err)
+		return 0, err
 	}
 	l.spend()
 	g.tokens[i] = n

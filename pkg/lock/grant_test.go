@@ -284,3 +284,41 @@ func waitFor(ctx context.Context, t testing.TB, cond func() bool) {
 		}
 	}
 }
+
+// A release is announced only when a try found the resource held since it was
+// obtained: an uncontended lock sends no pub/sub message, a contended one one.
+func TestOnlyAwaitedReleasesAreAnnounced(t *testing.T) {
+	env := newRedis(t)
+	a := newClient(t, env.Client(t), env.Namespace, nil)
+	b := newClient(t, env.Client(t), env.Namespace, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ps := env.Client(t).Subscribe(ctx, lock.Keys{Namespace: env.Namespace}.Channel())
+	defer func() { _ = ps.Close() }()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *lock.Grant) error { return nil }
+	for range 3 {
+		mustDo(t, a.Do(ctx, []string{"quiet"}, noop))
+	}
+	bGot := make(chan error, 1)
+	mustDo(t, a.Do(ctx, []string{"busy"}, func(context.Context, *lock.Grant) error {
+		go func() { bGot <- b.Do(ctx, []string{"busy"}, noop) }()
+		// B's try sets the mark; A's release then announces.
+		waitFor(ctx, t, func() bool {
+			n, err := env.Client(t).Exists(ctx, lock.Keys{Namespace: env.Namespace}.Waiters("busy")).Result()
+			return err == nil && n == 1
+		})
+		return nil
+	}))
+	mustDo(t, <-bGot)
+	// The first message is the contended release: the three before sent none.
+	m, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Payload != "busy" {
+		t.Fatalf("first announcement: %q, want busy (the uncontended releases must announce nothing)", m.Payload)
+	}
+}

@@ -24,6 +24,12 @@ func (k Keys) Lock(name string) string { return k.Tag(name) + ":lock" }
 // Fence returns the key that counts the fencing tokens of a resource.
 func (k Keys) Fence(name string) string { return k.Tag(name) + ":fence" }
 
+// Waiters returns the key that marks a resource as awaited: a try that finds
+// the resource held sets it (for a TTL), and the release that finds it set
+// deletes it and announces the release. An uncontended lock so announces
+// nothing: no pub/sub message, no subscriber woken for nothing.
+func (k Keys) Waiters(name string) string { return k.Tag(name) + ":waiters" }
+
 // Slot returns the Redis Cluster hash slot of every key of a resource: callers
 // that place resources on purpose (tests aiming at one master, say) need not
 // ask the server.

@@ -4,16 +4,14 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/bsm/redislock"
 )
 
-// lease is one lock held in Redis: one redislock.Lock over one or more resources,
-// with the fencing tokens reserved for them. A single-resource lease can pass from
+// lease is one lock held in the Backend over one or more resources, under a
+// value of its own, with the fencing tokens reserved for them. A single-resource lease can pass from
 // one local holder to the next (a cohort); it then serves the next token of its
 // block to each of them.
 type lease struct {
-	lk    *redislock.Lock
+	value string // what the Backend knows the owner by
 	names []string
 
 	mu         sync.Mutex
@@ -26,17 +24,14 @@ type lease struct {
 	handoffs   int       // consecutive local holders after the first
 }
 
-func newLease(lk *redislock.Lock, names []string, sentAt time.Time, validity time.Duration, tops []int64, block int64) *lease {
-	l := &lease{lk: lk, names: names, renewedAt: sentAt, validUntil: sentAt.Add(validity), checkedAt: sentAt, top: tops}
+func newLease(value string, names []string, sentAt time.Time, validity time.Duration, tops []int64, block int64) *lease {
+	l := &lease{value: value, names: names, renewedAt: sentAt, validUntil: sentAt.Add(validity), checkedAt: sentAt, top: tops}
 	l.next = make([]int64, len(tops))
 	for i, t := range tops {
 		l.next[i] = t - block + 1
 	}
 	return l
 }
-
-// value is what the lock keys hold while the lease is ours.
-func (l *lease) value() string { return l.lk.Token() + l.lk.Metadata() }
 
 // take hands out the next token for every name, or reports that the lease cannot
 // serve another holder: it is lost, about to end, or its token block is used up.

@@ -6,8 +6,8 @@ import (
 )
 
 // takeHandedOff serves the next token of a lease the previous local holder passed
-// on, after checking in Redis that the lease is still ours unless Redis confirmed
-// it within HandoffCheck. A lease that fails the check is dropped (released if it
+// on, after checking in the Backend that the lease is still ours unless it
+// confirmed it within HandoffCheck. A lease that fails the check is dropped (released if it
 // might still be ours).
 func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int64, bool) {
 	now := time.Now()
@@ -17,10 +17,9 @@ func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int6
 			return toks[0], true
 		}
 		opCtx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
-		v, err := c.rdb.Get(opCtx, c.opt.Keys.Lock(name)).Result()
+		held, err := c.b.Held(opCtx, name, l.value)
 		cancel()
-		reloadOnFailure(ctx, c.rdb, err)
-		if err == nil && v == l.value() {
+		if err == nil && held {
 			l.checked(now)
 			c.opt.Metrics.handoff("ok")
 			return toks[0], true
@@ -33,12 +32,12 @@ func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int6
 
 // finish passes every slot of g on: a single-resource lease goes to the next local
 // waiter while the handoff bound and the lease allow; otherwise the lease is
-// released in Redis (and announced) before the slot moves on.
+// released in the Backend (and announced) before the slot moves on.
 func (c *Client) finish(ctx context.Context, g *Grant) {
 	released := make(map[*lease]bool)
 	for i, name := range g.names {
 		l := g.leaseOf[i]
-		if l != nil && len(l.names) == 1 && c.canHandOff(l) && c.slots.tryPass(name, handoff{lease: l}) {
+		if l != nil && len(l.names) == 1 && c.canHandOff(l) && c.slot.tryPass(name, handoff{lease: l}) {
 			continue
 		}
 		yield := false
@@ -48,7 +47,7 @@ func (c *Client) finish(ctx context.Context, g *Grant) {
 			c.releaseLease(ctx, l)
 			released[l] = true
 		}
-		c.slots.pass(name, handoff{yield: yield})
+		c.slot.pass(name, handoff{yield: yield})
 	}
 }
 
@@ -68,26 +67,18 @@ func (c *Client) canHandOff(l *lease) bool {
 	return !lost && time.Until(validUntil) >= c.minLeft()
 }
 
-// releaseLease deletes the lock keys that are still ours and announces the release.
-// It runs even when the caller's context has ended, under its own deadline.
+// releaseLease ends the lease in the Backend, where it is still ours, and so
+// tells the waiters. It runs even when the caller's context has ended, under its
+// own deadline.
 func (c *Client) releaseLease(ctx context.Context, l *lease) {
 	l.markLost()
-	c.releaseValue(ctx, l.names, l.value())
+	c.releaseValue(ctx, l.names, l.value)
 }
 
-// releaseValue deletes the lock keys of names that still hold value and announces
-// each release (release.lua).
+// releaseValue ends the leases of names that value still holds. An error leaves
+// them to expire with their TTL; nothing else can be done here.
 func (c *Client) releaseValue(ctx context.Context, names []string, value string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opt.OpTimeout)
 	defer cancel()
-	keys := make([]string, len(names))
-	args := make([]any, 0, 2+len(names))
-	args = append(args, value, c.opt.Keys.Channel())
-	for i, n := range names {
-		keys[i] = c.opt.Keys.Lock(n)
-		args = append(args, n)
-	}
-	// An error leaves the keys to expire with their TTL; nothing else can be done
-	// here.
-	reloadOnFailure(ctx, c.rdb, releaseScript.Run(ctx, c.rdb, keys, args...).Err())
+	_ = c.b.Release(ctx, names, value)
 }

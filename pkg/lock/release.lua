@@ -1,8 +1,10 @@
 local n = 0
-for i = 1, #KEYS do
+for i = 1, #KEYS, 2 do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
-    redis.call('publish', ARGV[2], ARGV[2 + i])
+    if redis.call('del', KEYS[i + 1]) == 1 then
+      redis.call('publish', ARGV[2], ARGV[2 + (i + 1) / 2])
+    end
     n = n + 1
   end
 end

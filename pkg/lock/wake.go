@@ -5,22 +5,20 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// waker listens, on one subscription per Client, for the release announcements of
-// its namespace and wakes the local callers waiting for those resources, so that a
-// release is followed by a retry at once instead of at the next poll.
+// waker listens, on one subscription per Client, for the releases its Backend
+// announces and wakes the local callers waiting for those resources, so that a
+// release is followed by a retry at once instead of at the next poll. Without a
+// Notifier it wakes nobody, and waiters poll.
 type waker struct {
-	rdb     redis.UniversalClient
-	channel string
-	timeout time.Duration // for the first subscribe
+	n       Notifier      // nil: the Backend announces nothing
+	timeout time.Duration // for the subscribe
 
 	subMu sync.Mutex // one subscribe at a time, outside mu
 
 	mu       sync.Mutex
-	ps       *redis.PubSub
+	stop     func() error // the subscription's, while there is one
 	closed   bool
 	done     chan struct{}
 	watchers map[string]map[*watch]struct{}
@@ -56,9 +54,9 @@ func (w *waker) watch(ctx context.Context, names []string) (*watch, error) {
 		}
 		set[wt] = struct{}{}
 	}
-	subscribed := w.ps != nil
+	subscribed := w.stop != nil
 	w.mu.Unlock()
-	if !subscribed {
+	if !subscribed && w.n != nil {
 		w.subscribe(ctx)
 	}
 	return wt, nil
@@ -68,27 +66,25 @@ func (w *waker) subscribe(ctx context.Context) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.mu.Lock()
-	done := w.ps != nil || w.closed
+	done := w.stop != nil || w.closed
 	w.mu.Unlock()
 	if done {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
 	defer cancel()
-	ps := w.rdb.Subscribe(ctx, w.channel)
-	if _, err := ps.ReceiveTimeout(ctx, w.timeout); err != nil { // the confirmation
-		reloadOnFailure(ctx, w.rdb, err)
-		_ = ps.Close()
+	names, stop, err := w.n.Subscribe(ctx)
+	if err != nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		_ = ps.Close()
+		_ = stop()
 		return
 	}
-	w.ps, w.done = ps, make(chan struct{})
-	go w.loop(ps.Channel(), w.done)
+	w.stop, w.done = stop, make(chan struct{})
+	go w.loop(names, w.done)
 }
 
 func (w *waker) unwatch(wt *watch) {
@@ -102,11 +98,13 @@ func (w *waker) unwatch(wt *watch) {
 	}
 }
 
-func (w *waker) loop(msgs <-chan *redis.Message, done chan struct{}) {
+// loop wakes the watchers of each released name until the subscription ends;
+// a broken one is forgotten, so that the next waiter subscribes again.
+func (w *waker) loop(names <-chan string, done chan struct{}) {
 	defer close(done)
-	for m := range msgs {
+	for name := range names {
 		w.mu.Lock()
-		for wt := range w.watchers[m.Payload] {
+		for wt := range w.watchers[name] {
 			select {
 			case wt.C <- struct{}{}:
 			default: // already signalled
@@ -114,17 +112,24 @@ func (w *waker) loop(msgs <-chan *redis.Message, done chan struct{}) {
 		}
 		w.mu.Unlock()
 	}
+	w.mu.Lock()
+	if w.done == done && !w.closed {
+		stop := w.stop
+		w.stop, w.done = nil, nil
+		go func() { _ = stop() }()
+	}
+	w.mu.Unlock()
 }
 
 func (w *waker) close() error {
 	w.mu.Lock()
 	w.closed = true
-	ps, done := w.ps, w.done
+	stop, done := w.stop, w.done
 	w.mu.Unlock()
-	if ps == nil {
+	if stop == nil {
 		return nil
 	}
-	err := ps.Close()
+	err := stop()
 	<-done
 	return err
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/bsm/redislock"
 )
 
 // watchdog keeps the leases of one grant alive while the caller's function runs.
@@ -71,13 +69,13 @@ func (wd *watchdog) loop() {
 			case err == nil:
 				delete(retry, l)
 				wd.expiry.Reset(time.Until(wd.earliestEnd()))
-			case errors.Is(err, redislock.ErrNotObtained):
+			case errors.Is(err, ErrNotHeld):
 				wd.c.opt.Metrics.renewal("lost")
 				wd.lose("the lock is held by another owner or gone")
 				return
 			case ctx.Err() != nil:
 				return
-			default: // Redis slow or unreachable: try again soon; expiry cancels if it never works
+			default: // the Backend slow or unreachable: try again soon; expiry cancels if it never works
 				wd.c.opt.Metrics.renewal("error")
 				retry[l] = time.Now().Add(wd.c.opt.RenewEvery / 8)
 			}
@@ -89,13 +87,12 @@ func (wd *watchdog) loop() {
 func (wd *watchdog) renew(ctx context.Context, l *lease) error {
 	_, validUntil, lost := l.state()
 	if lost {
-		return redislock.ErrNotObtained
+		return ErrNotHeld
 	}
 	ctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
 	sent := time.Now()
-	if err := l.lk.Refresh(ctx, wd.c.opt.TTL, nil); err != nil {
-		reloadOnFailure(ctx, wd.c.rdb, err)
+	if err := wd.c.b.Renew(ctx, l.names, l.value, wd.c.opt.TTL); err != nil {
 		return err
 	}
 	l.renewed(sent, wd.c.validity())

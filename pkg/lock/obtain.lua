@@ -1,0 +1,21 @@
+local busy = false
+for i = 1, #KEYS, 3 do
+  if redis.call('exists', KEYS[i]) == 1 then
+    redis.call('set', KEYS[i + 2], '1', 'px', ARGV[2])
+    busy = true
+  end
+end
+if busy then return false end
+local block = tonumber(ARGV[3])
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tops = {}
+for i = 1, #KEYS, 3 do
+  redis.call('set', KEYS[i], ARGV[1], 'px', ARGV[2])
+  local n = tonumber(redis.call('get', KEYS[i + 1]) or '0')
+  if n < now then n = now end
+  n = n + block
+  redis.call('set', KEYS[i + 1], string.format('%.0f', n), 'px', ARGV[4])
+  tops[#tops + 1] = n
+end
+return tops
