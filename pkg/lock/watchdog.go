@@ -17,35 +17,62 @@ type watchdog struct {
 	c      *Client
 	leases []*lease
 	cancel context.CancelCauseFunc
-	expiry *time.Timer
-	ctx    context.Context // ends renewals in flight when the function returns
-	quit   context.CancelFunc
-	done   chan struct{}
+	start  *time.Timer // starts the renewals when the first is due
 
 	mu      sync.Mutex
 	stopped bool // after stop, a late expiry must not touch the leases
 	lost    bool
+	expiry  *time.Timer
+	ctx     context.Context // ends renewals in flight when the function returns
+	quit    context.CancelFunc
+	done    chan struct{} // closed when the renewals have ended; nil until they start
 }
 
+// startWatchdog arms the watchdog of a grant. Most functions return long before
+// the first renewal is due (RenewEvery, a third of the TTL by default), so
+// nothing runs until then: one timer, rather than a goroutine, a context and an
+// expiry timer per call, which cost an uncontended acquisition about as much as
+// the rest of the Client did. When the timer fires, the renewal loop and the
+// expiry are set up as before; a lease that ran out meanwhile (a late timer) is
+// lost at once by the expiry.
 func (c *Client) startWatchdog(cancel context.CancelCauseFunc, leases []*lease) *watchdog {
-	wd := &watchdog{c: c, leases: leases, cancel: cancel, done: make(chan struct{})}
-	wd.ctx, wd.quit = context.WithCancel(context.Background())
-	wd.expiry = time.AfterFunc(time.Until(wd.earliestEnd()), func() {
-		wd.lose("not renewed before the lease ran out")
-	})
-	go wd.loop()
+	wd := &watchdog{c: c, leases: leases, cancel: cancel}
+	wd.start = time.AfterFunc(time.Until(wd.nextDue(nil)), wd.run)
 	return wd
 }
 
-// stop ends the watchdog and waits for it. A renewal in flight is abandoned through
-// its context (go-redis honours it with ContextTimeoutEnabled).
-func (wd *watchdog) stop() {
-	wd.quit()
-	<-wd.done // no renewal can re-arm the expiry after this
-	wd.expiry.Stop()
+// run starts the renewals, unless the watchdog was stopped first.
+func (wd *watchdog) run() {
 	wd.mu.Lock()
-	wd.stopped = true
+	if wd.stopped {
+		wd.mu.Unlock()
+		return
+	}
+	wd.ctx, wd.quit = context.WithCancel(context.Background())
+	wd.done = make(chan struct{})
+	wd.expiry = time.AfterFunc(time.Until(wd.earliestEnd()), func() {
+		wd.lose("not renewed before the lease ran out")
+	})
 	wd.mu.Unlock()
+	wd.loop()
+}
+
+// stop ends the watchdog and waits for its renewals, if they started. A renewal
+// in flight is abandoned through its context (go-redis honours it with
+// ContextTimeoutEnabled). After stop, nothing touches the leases or cancels the
+// function. It may be called more than once.
+func (wd *watchdog) stop() {
+	wd.start.Stop()
+	wd.mu.Lock()
+	wd.stopped = true // a run not yet started returns at once; a late expiry does nothing
+	quit, done := wd.quit, wd.done
+	wd.mu.Unlock()
+	if quit == nil {
+		return
+	}
+	quit()
+	<-done // no renewal can re-arm the expiry after this
+	wd.expiry.Stop()
 }
 
 func (wd *watchdog) loop() {
