@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -164,10 +165,7 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 	defer cancel()
-	value, err := randomToken()
-	if err != nil {
-		return nil, err
-	}
+	value := c.newValue()
 	block := int64(1)
 	if len(names) == 1 && c.opt.MaxHandoffs > 0 {
 		block = int64(c.opt.MaxHandoffs) + 1
@@ -187,13 +185,21 @@ func (c *Client) tryObtain(ctx context.Context, names []string) (*lease, error) 
 	return newLease(value, names, sent, c.validity(), tops, block), nil
 }
 
-// randomToken is a lock value as redislock makes them: 16 random bytes, base64.
+// randomToken is 16 random bytes, base64: as redislock makes its lock values.
 func randomToken() (string, error) {
 	b := make([]byte, 16)
 	if _, err := crand.Read(b); err != nil {
 		return "", fmt.Errorf("lock: token: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// newValue names the owner of a new lease: the Client's random prefix (128 bits,
+// drawn once) and a count. Values need only be unique, so that one owner never
+// acts on another's lease; reading crypto/rand for each obtain cost a system
+// call per acquisition.
+func (c *Client) newValue() string {
+	return c.valuePrefix + strconv.FormatUint(c.valueSeq.Add(1), 36)
 }
 
 // jitter returns a random duration between d/2 and d, so that waiters of several

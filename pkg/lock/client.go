@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,9 @@ type Client struct {
 	opt  Options
 	slot slots
 	wake waker
+
+	valuePrefix string        // random, per Client: see newValue
+	valueSeq    atomic.Uint64 // leases named so far
 }
 
 // New returns a Client on one Redis (the Redis backend): rdb is a standalone,
@@ -42,7 +46,11 @@ func NewClient(b Backend, opt *Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{b: b, opt: o}
+	prefix, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{b: b, opt: o, valuePrefix: prefix + "."}
 	if n, ok := b.(Notifier); ok {
 		c.wake = waker{n: n, timeout: o.OpTimeout}
 	}

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -34,18 +35,18 @@ func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int6
 // waiter while the handoff bound and the lease allow; otherwise the lease is
 // released in the Backend (and announced) before the slot moves on.
 func (c *Client) finish(ctx context.Context, g *Grant) {
-	released := make(map[*lease]bool)
+	var released []*lease // a multi-resource lease appears once per name
 	for i, name := range g.names {
 		l := g.leaseOf[i]
 		if l != nil && len(l.names) == 1 && c.canHandOff(l) && c.slot.tryPass(name, handoff{lease: l}) {
 			continue
 		}
 		yield := false
-		if l != nil && !released[l] {
+		if l != nil && !slices.Contains(released, l) {
 			_, _, lost := l.state()
 			yield = !lost && l.handoffs >= c.opt.MaxHandoffs && c.opt.MaxHandoffs > 0
 			c.releaseLease(ctx, l)
-			released[l] = true
+			released = append(released, l)
 		}
 		c.slot.pass(name, handoff{yield: yield})
 	}
