@@ -111,9 +111,37 @@ func (c *Client) renew(ctx context.Context, l *lease) error {
 	return nil
 }
 
-// obtain gets one lease over names from Redis, waiting for releases (announced or
-// polled) until ctx ends. With yield it holds back before its first try.
+// obtain gets one lease over names from the Backend, waiting for releases
+// (announced or polled) until ctx ends. With yield it holds back before its first
+// try.
+//
+// Without yield it tries once before it registers a watch: an uncontended
+// caller only reads where the waker's announcements stand (and subscribes on the
+// Client's first use). A release announced between that try and the watch is not
+// lost: the count of announcements moved, and the caller tries again at once (so
+// it does when no subscription could be made).
+//
+// A release wakes every waiting process at once, and Redis delivers the
+// announcement to its subscribers in the same order each time, so a plain race
+// would go to the same processes again and again. Each waiter therefore holds
+// back after an announcement by holdback(busy), which shrinks with the number of
+// busy tries it has made: the process that has waited longest tries first, and
+// one that has just given the lease up (yield) tries last.
 func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease, error) {
+	var before mark
+	busy := 0 // tries that found the resource held
+	if !yield {
+		m, err := c.wake.mark(ctx)
+		if err != nil {
+			return nil, err
+		}
+		before = m
+		l, err := c.attempt(ctx, names)
+		if l != nil || err != nil {
+			return l, err
+		}
+		busy++
+	}
 	wt, err := c.wake.watch(ctx, names)
 	if err != nil {
 		return nil, err
@@ -121,13 +149,28 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 	defer c.wake.unwatch(wt)
 
 	poll := c.opt.MinPoll
-	timer := time.NewTimer(jitter(c.opt.HandoffYield))
+	first := poll
+	if yield {
+		first = c.opt.HandoffYield
+	}
+	timer := time.NewTimer(jitter(first))
 	defer timer.Stop()
-	for wait := yield; ; wait = true {
+	wait := true
+	if !yield {
+		missed, announced := c.wake.missed(before)
+		if announced {
+			c.opt.Metrics.wakeup("release")
+		}
+		wait = !missed
+	}
+	for ; ; wait = true {
 		if wait {
 			select {
 			case <-wt.C:
 				c.opt.Metrics.wakeup("release")
+				if err := c.holdBack(ctx, busy); err != nil {
+					return nil, err
+				}
 			case <-timer.C:
 				c.opt.Metrics.wakeup("poll")
 				poll = min(2*poll, c.opt.MaxPoll)
@@ -135,19 +178,11 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 				return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
 			}
 		}
-		l, err := c.tryObtain(ctx, names)
-		switch {
-		case err == nil:
-			c.opt.Metrics.attempt("ok")
-			return l, nil
-		case errors.Is(err, ErrBusy):
-			c.opt.Metrics.attempt("busy")
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
-		default:
-			c.opt.Metrics.attempt("error")
-			return nil, err
+		l, err := c.attempt(ctx, names)
+		if l != nil || err != nil {
+			return l, err
 		}
+		busy++
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -155,6 +190,52 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 			}
 		}
 		timer.Reset(jitter(poll))
+	}
+}
+
+// attempt makes one try: a lease, or nil and nil when the resource is busy.
+func (c *Client) attempt(ctx context.Context, names []string) (*lease, error) {
+	l, err := c.tryObtain(ctx, names)
+	switch {
+	case err == nil:
+		c.opt.Metrics.attempt("ok")
+		return l, nil
+	case errors.Is(err, ErrBusy):
+		c.opt.Metrics.attempt("busy")
+		return nil, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
+	default:
+		c.opt.Metrics.attempt("error")
+		return nil, err
+	}
+}
+
+// holdback is how long a waiter that found the resource busy that many times
+// waits after a release is announced before it tries: HandoffYield for one that
+// has not tried yet (it gave the lease up at MaxHandoffs), an eighth of that for
+// each busy try more. With HandoffYield 1ms: 1ms, 125µs, 15µs, 2µs, then about 0:
+// a handful of processes take turns, and the turn costs the next one little.
+func (c *Client) holdback(busy int) time.Duration {
+	if busy >= 8 {
+		return 0
+	}
+	return c.opt.HandoffYield >> (3 * busy)
+}
+
+// holdBack waits holdback(busy), unless ctx ends first.
+func (c *Client) holdBack(ctx context.Context, busy int) error {
+	d := c.holdback(busy)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
 	}
 }
 

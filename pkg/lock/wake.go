@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,6 +17,10 @@ type waker struct {
 	timeout time.Duration // for the subscribe
 
 	subMu sync.Mutex // one subscribe at a time, outside mu
+
+	// seen counts the releases delivered, so that a caller that tried once
+	// before it watched can tell whether one landed meanwhile (see Client.obtain).
+	seen atomic.Uint64
 
 	mu       sync.Mutex
 	stop     func() error // the subscription's, while there is one
@@ -62,6 +67,42 @@ func (w *waker) watch(ctx context.Context, names []string) (*watch, error) {
 	return wt, nil
 }
 
+// mark is where the release announcements stood before a try made without a
+// watch: how many had been delivered, and whether a subscription was up.
+type mark struct {
+	seen       uint64
+	subscribed bool
+}
+
+// mark returns where the announcements stand now, or errClosed. It subscribes
+// on first use, as watch does, so that a later watch finds the subscription up.
+func (w *waker) mark(ctx context.Context) (mark, error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return mark{}, errClosed
+	}
+	subscribed := w.stop != nil
+	w.mu.Unlock()
+	if !subscribed && w.n != nil {
+		w.subscribe(ctx)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return mark{seen: w.seen.Load(), subscribed: w.stop != nil}, nil
+}
+
+// missed reports whether a release may have been announced, or gone
+// unannounced for want of a subscription, since m: a caller that tried before it
+// watched must then try again rather than wait. announced says which.
+func (w *waker) missed(m mark) (missed, announced bool) {
+	if w.n == nil {
+		return false, false
+	}
+	announced = w.seen.Load() != m.seen
+	return announced || !m.subscribed, announced
+}
+
 func (w *waker) subscribe(ctx context.Context) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
@@ -103,6 +144,7 @@ func (w *waker) unwatch(wt *watch) {
 func (w *waker) loop(names <-chan string, done chan struct{}) {
 	defer close(done)
 	for name := range names {
+		w.seen.Add(1)
 		w.mu.Lock()
 		for wt := range w.watchers[name] {
 			select {
