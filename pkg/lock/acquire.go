@@ -46,10 +46,11 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 	// obtained, the leases handed over for the names after it are given back and
 	// obtained with it, or two multi-resource callers could each hold what the
 	// other waits for.
-	var missing []string
+	// missing is a suffix of names: from the first name not served by a handoff.
+	k := len(names)
 	for i, name := range names {
 		l := g.leaseOf[i]
-		if l != nil && len(missing) == 0 {
+		if l != nil && k == len(names) {
 			l.handoffs++
 			if tok, ok := c.takeHandedOff(ctx, l, name); ok {
 				g.tokens[i] = tok
@@ -59,14 +60,21 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 			c.releaseLease(ctx, l)
 		}
 		g.leaseOf[i] = nil
-		missing = append(missing, name)
+		k = min(k, i)
 	}
+	missing := names[k:]
 	if len(missing) == 0 {
 		return g, nil
 	}
 	g.handoff = false
 	var last *lease
-	for _, group := range c.groups(missing) {
+	var all [1][]string // no allocation unless the Backend splits the names
+	all[0] = missing
+	groups := all[:]
+	if gr, ok := c.b.(Grouper); ok && len(missing) > 1 {
+		groups = gr.Groups(missing)
+	}
+	for _, group := range groups {
 		l, err := c.obtain(ctx, group, g.yield)
 		if err != nil {
 			c.abandon(ctx, g, len(names))
@@ -280,7 +288,9 @@ func randomToken() (string, error) {
 // acts on another's lease; reading crypto/rand for each obtain cost a system
 // call per acquisition.
 func (c *Client) newValue() string {
-	return c.valuePrefix + strconv.FormatUint(c.valueSeq.Add(1), 36)
+	var buf [64]byte
+	b := append(buf[:0], c.valuePrefix...)
+	return string(strconv.AppendUint(b, c.valueSeq.Add(1), 36))
 }
 
 // jitter returns a random duration between d/2 and d, so that waiters of several

@@ -121,12 +121,3 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 	}
 	return err
 }
-
-// groups splits sorted names into the sets to obtain in order: all at once
-// unless the Backend says otherwise.
-func (c *Client) groups(names []string) [][]string {
-	if g, ok := c.b.(Grouper); ok && len(names) > 1 {
-		return g.Groups(names)
-	}
-	return [][]string{names}
-}

@@ -108,6 +108,9 @@ func (l *lease) state() (renewedAt, validUntil time.Time, lost bool) {
 // distinct returns the leases of ls without repeats, in first-seen order: a
 // multi-resource lease appears once per name in a grant.
 func distinct(ls []*lease) []*lease {
+	if len(ls) == 1 {
+		return ls
+	}
 	out := make([]*lease, 0, len(ls))
 	for _, l := range ls {
 		if !slices.Contains(out, l) {

@@ -72,7 +72,8 @@ func NewRedis(rdb redis.UniversalClient, opt *RedisOptions) (*Redis, error) {
 func (r *Redis) Obtain(ctx context.Context, names []string, value string, ttl time.Duration, block int64) ([]int64, error) {
 	keys := make([]string, 0, 3*len(names))
 	for _, n := range names {
-		keys = append(keys, r.opt.Keys.Lock(n), r.opt.Keys.Fence(n), r.opt.Keys.Waiters(n))
+		t := r.opt.Keys.Tag(n) // Lock, Fence and Waiters, without building it three times
+		keys = append(keys, t+":lock", t+":fence", t+":waiters")
 	}
 	args := []any{value, ttl.Milliseconds(), block, fenceTTL.Milliseconds()}
 	var tops []int64
@@ -173,7 +174,8 @@ func (r *Redis) Release(ctx context.Context, names []string, value string) error
 	args := make([]any, 0, 2+len(names))
 	args = append(args, value, r.opt.Keys.Channel())
 	for _, n := range names {
-		keys = append(keys, r.opt.Keys.Lock(n), r.opt.Keys.Waiters(n))
+		t := r.opt.Keys.Tag(n)
+		keys = append(keys, t+":lock", t+":waiters")
 		args = append(args, n)
 	}
 	if err := releaseScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {

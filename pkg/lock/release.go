@@ -79,7 +79,10 @@ func (c *Client) releaseLease(ctx context.Context, l *lease) {
 // releaseValue ends the leases of names that value still holds. An error leaves
 // them to expire with their TTL; nothing else can be done here.
 func (c *Client) releaseValue(ctx context.Context, names []string, value string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opt.OpTimeout)
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
 	defer cancel()
 	_ = c.b.Release(ctx, names, value)
 }

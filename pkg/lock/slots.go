@@ -16,8 +16,9 @@ type handoff struct {
 // holds the slot and the others queue in FIFO order, so only one of them talks to
 // Redis at a time.
 type slots struct {
-	mu   sync.Mutex
-	byID map[string]*slotState
+	mu    sync.Mutex
+	byID  map[string]*slotState
+	spare *slotState // the last one freed, to reuse: most resources are taken by one caller at a time
 }
 
 type slotState struct {
@@ -74,7 +75,11 @@ func (s *slots) stateLocked(name string) *slotState {
 	}
 	st := s.byID[name]
 	if st == nil {
-		st = &slotState{}
+		st, s.spare = s.spare, nil
+		if st == nil {
+			st = &slotState{}
+		}
+		st.busy = false
 		s.byID[name] = st
 	}
 	return st
@@ -92,6 +97,7 @@ func (s *slots) pass(name string, h handoff) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.passLocked(name, h) {
+		s.spare = s.byID[name] // no waiters: its list is empty
 		delete(s.byID, name)
 	}
 }
