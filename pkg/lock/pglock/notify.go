@@ -24,7 +24,8 @@ func (b *Backend) Subscribe(ctx context.Context) (<-chan string, func() error, e
 		return nil, nil, fmt.Errorf("pglock: subscribe: %w", err)
 	}
 	out := make(chan string, 64)
-	lctx, cancel := context.WithCancel(context.Background())
+	// The subscription outlives the subscribe call's deadline: only stop ends it.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -49,7 +50,7 @@ func (b *Backend) Subscribe(ctx context.Context) (<-chan string, func() error, e
 			<-done
 			// The wait was interrupted, which closed the connection; Close is
 			// then a no-op, and otherwise it says goodbye.
-			cerr = conn.Close(context.Background())
+			cerr = conn.Close(context.WithoutCancel(ctx))
 		})
 		return cerr
 	}
