@@ -85,9 +85,9 @@ type cartRound struct {
 
 // runCarts starts replicas that sweep every o.sweep, sells o.stock units of a new
 // SKU to o.shoppers shoppers with carts, and audits.
-func runCarts(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL string, replicas int, o cartOptions,
+func runCarts(ctx context.Context, bins topology.Binaries, dir string, svc services, replicas int, o cartOptions,
 	log *slog.Logger) (cartResult, error) {
-	lbURL, stop, err := startCluster(ctx, bins, dir, redisURL, databaseURL, "carts", replicas, log,
+	lbURL, stop, err := startCluster(ctx, bins, dir, svc, "carts", replicas, log,
 		"STOCKGUARD_SWEEP_INTERVAL="+o.sweep.String()) // --sweep-interval: expired carts come back within it
 	if err != nil {
 		return cartResult{}, err

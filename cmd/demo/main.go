@@ -47,6 +47,7 @@ func main() {
 }
 
 type options struct {
+	lock     string
 	replicas int
 	stock    int
 	vus      int
@@ -57,6 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
+	fs.StringVar(&o.lock, "lock", "redis", "lock service of the replicas: redis (the cache's Redis), redlock (three private redis-servers, from the PATH) or postgres (the PostgreSQL of DATABASE_URL, which must be one)")
 	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
 	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")
 	fs.IntVar(&o.vus, "vus", 64, "load generator VUs")
@@ -89,10 +91,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer stopRedis()
+	svc := services{redisURL: redisURL, databaseURL: getenv("DATABASE_URL")}
+	lockURL, stopLocks, err := startLockService(ctx, o.lock, svc.databaseURL, log)
+	if err != nil {
+		return err
+	}
+	defer stopLocks()
+	svc.lockURL = lockURL
 
 	var rows []roundResult
 	for _, strategy := range []string{"unsafe", string(orders.DefaultStrategy)} {
-		r, err := runRound(ctx, bins, dir, redisURL, getenv("DATABASE_URL"), strategy, o, log)
+		r, err := runRound(ctx, bins, dir, svc, strategy, o, log)
 		if ctx.Err() != nil {
 			return errors.New("interrupted: every process the demo started is stopped")
 		}
@@ -105,9 +114,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if rows[1].Oversold != 0 {
 		return fmt.Errorf("the %s round oversold %.0f units", rows[1].Strategy, rows[1].Oversold)
 	}
-	fmt.Fprintf(stdout, "\nthe %s round oversold nothing: %d replicas, one SKU, %d units, %d VUs\n", rows[1].Strategy, o.replicas, o.stock, o.vus)
+	fmt.Fprintf(stdout, "\nthe %s round oversold nothing: %d replicas, one SKU, %d units, %d VUs, locks on %s\n", rows[1].Strategy, o.replicas, o.stock, o.vus, o.lock)
 
-	carts, err := runCarts(ctx, bins, dir, redisURL, getenv("DATABASE_URL"), o.replicas, co, log)
+	carts, err := runCarts(ctx, bins, dir, svc, o.replicas, co, log)
 	if ctx.Err() != nil {
 		return errors.New("interrupted: every process the demo started is stopped")
 	}
@@ -143,8 +152,8 @@ type roundResult struct {
 const adminToken = "demo-admin-token"
 
 // runRound starts the replicas and the balancer, drives them, and stops them.
-func runRound(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL, strategy string, o options, log *slog.Logger) (roundResult, error) {
-	lbURL, stop, err := startCluster(ctx, bins, dir, redisURL, databaseURL, strategy, o.replicas, log,
+func runRound(ctx context.Context, bins topology.Binaries, dir string, svc services, strategy string, o options, log *slog.Logger) (roundResult, error) {
+	lbURL, stop, err := startCluster(ctx, bins, dir, svc, strategy, o.replicas, log,
 		"STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true")
 	if err != nil {
 		return roundResult{}, err
@@ -178,8 +187,16 @@ func runRound(ctx context.Context, bins topology.Binaries, dir, redisURL, databa
 // DATABASE_URL is set), starts the replicas with the round's settings (env, on
 // top of the demo's) behind the balancer, and returns the balancer's URL and a
 // stop that ends them and removes the round's Redis keys.
-func startCluster(ctx context.Context, bins topology.Binaries, dir, redisURL, databaseURL, name string, replicas int,
+// services are the servers every round's replicas share.
+type services struct {
+	redisURL    string
+	databaseURL string // empty: a SQLite file per round
+	lockURL     string // empty: the cache's Redis
+}
+
+func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc services, name string, replicas int,
 	log *slog.Logger, env ...string) (string, func(), error) {
+	redisURL, databaseURL := svc.redisURL, svc.databaseURL
 	if databaseURL == "" {
 		databaseURL = "sqlite:" + filepath.Join(dir, name+".db")
 	}
@@ -194,7 +211,7 @@ func startCluster(ctx context.Context, bins topology.Binaries, dir, redisURL, da
 		topology.DropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
 	}
 	env = append(append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
-		"STOCKGUARD_NAMESPACE="+ns, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
+		"STOCKGUARD_LOCK_URL="+svc.lockURL, "STOCKGUARD_NAMESPACE="+ns, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
 		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s"), env...) // a quick stop on Ctrl-C
 	mig := exec.CommandContext(ctx, bins.Stockguard, "migrate")
@@ -236,25 +253,8 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 		return url, func() {}, nil
 	}
 	if path, err := exec.LookPath("redis-server"); err == nil {
-		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		addr, stop, err := startRedisServer(ctx, path)
 		if err != nil {
-			return "", nil, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		dir, err := os.MkdirTemp("", "stockguard-demo-")
-		if err != nil {
-			return "", nil, err
-		}
-		cmd := exec.CommandContext(ctx, path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir)
-		if err := cmd.Start(); err != nil {
-			return "", nil, err
-		}
-		stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if err := topology.WaitRedis(ctx, addr); err != nil {
-			stop()
 			return "", nil, err
 		}
 		log.Info("started a private redis-server", "addr", addr)
@@ -266,4 +266,32 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 	}
 	log.Info("no redis-server on the PATH: using an embedded Redis (miniredis)", "addr", addr)
 	return "redis://" + addr + "/0", stop, nil
+}
+
+// startRedisServer starts the redis-server at path on a free loopback port,
+// keeping nothing on disk, and returns its address once it answers.
+func startRedisServer(ctx context.Context, path string) (string, func(), error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp("", "stockguard-demo-")
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.CommandContext(ctx, path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := topology.WaitRedis(ctx, addr); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
 }

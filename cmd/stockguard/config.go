@@ -19,6 +19,7 @@ type serveConfig struct {
 	addr                 string
 	databaseURL          string
 	redisURL             string
+	lockURL              string
 	adminToken           string
 	strategy             string
 	allowOversell        bool
@@ -141,6 +142,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.str(&c.addr, "addr", "STOCKGUARD_ADDR", ":8080", "address to listen on")
 	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	e.secret(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
+	e.secret(&c.lockURL, "lock-url", "STOCKGUARD_LOCK_URL", "", "lock service of the SKU locks and the sweeper's lease: redis://... (the forms of --redis-url), redlock://host1:6379,host2:6380,host3:6381[/db], or postgres://... (the forms of --database-url); empty uses --redis-url. The cache stays on --redis-url")
 	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, audit); empty turns it off")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
@@ -172,6 +174,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.lockReplicas < 0 {
 		return c, errors.New("lock-replicas must be 0 or more")
+	}
+	if err := checkLockURL(c.lockURL, c.lockReplicas); err != nil {
+		return c, err
 	}
 	if c.maxBatch < 1 || c.maxQueue < 1 || c.dbMaxConns < 1 {
 		return c, errors.New("max-batch, max-queue and db-max-conns must be at least 1")

@@ -65,7 +65,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	obs := newObserver(reg)
 
 	keys := lock.Keys{Namespace: cfg.namespace}
-	locks, err := lock.New(rdb, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Replicas: cfg.lockReplicas, Keys: keys, Metrics: lockMetrics})
+	ls, err := openLockService(ctx, cfg, rdb, lockMetrics, log)
+	if err != nil {
+		return err
+	}
+	defer ls.close()
+	locks, err := lock.NewClient(ls.backend, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Metrics: lockMetrics})
 	if err != nil {
 		return err
 	}
@@ -78,7 +83,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	// stockguard_sweeper_leader says who leads.
 	leaseMetrics := lock.NewMetrics("stockguard_sweeper")
 	reg.MustRegister(leaseMetrics)
-	leases, err := lock.New(rdb, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Replicas: cfg.lockReplicas, Keys: keys, Metrics: leaseMetrics})
+	leases, err := lock.NewClient(ls.backend, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Metrics: leaseMetrics})
 	if err != nil {
 		return err
 	}
@@ -99,7 +104,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()
 	defer func() { stopSweeper(); <-sweeping }() // its lease released before the connections close
 	ready := func(ctx context.Context) error {
-		return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
+		if ls.kind == "redis" && cfg.lockURL == "" {
+			return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
+		}
+		return errors.Join(rdb.Ping(ctx).Err(), ls.ping(ctx), sqlDB.PingContext(ctx))
 	}
 	//nolint:contextcheck // gin handlers take their context from the request
 	handler := httpapi.New(httpapi.Config{AdminToken: cfg.adminToken, RequestTimeout: cfg.requestTimeout},
@@ -113,7 +121,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.adminToken == "" {
 		log.Warn("no admin token: restock and audit are refused")
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 
 	if cfg.pprofAddr != "" {

@@ -195,9 +195,14 @@ func (s *Service) Extend(ctx context.Context, req orders.HoldAction) (orders.Hel
 	return orders.Held{Reservation: out}, nil
 }
 
-// endedOf is the refusal of a hold read as ended, or nil for one held.
+// endedOf is the refusal of a hold read as ended for good, or nil for one held
+// or one past its expiry that the sweeper has not ended yet (no EndedAt): a
+// confirm that the store accepted before the expiry may still be committing
+// it, so only the store, under the hold's row lock, can say whether it ended
+// confirmed or expired. Answering 410 from this read alone answered a second
+// confirm 410 while the first was answered 201 for the same hold.
 func endedOf(r orders.Reservation) *orders.HoldEndedError {
-	if r.Status == orders.HoldHeld {
+	if r.Status == orders.HoldHeld || (r.Status == orders.HoldExpired && r.EndedAt == nil) {
 		return nil
 	}
 	return &orders.HoldEndedError{ID: r.ID, Status: r.Status, OrderID: r.OrderID}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+)
+
+// startLockService returns the replicas' STOCKGUARD_LOCK_URL for -lock kind:
+// empty for redis (the cache's Redis), three private redis-servers for redlock,
+// the database itself for postgres.
+func startLockService(ctx context.Context, kind, databaseURL string, log *slog.Logger) (string, func(), error) {
+	switch kind {
+	case "redis":
+		return "", func() {}, nil
+	case "redlock":
+		path, err := exec.LookPath("redis-server")
+		if err != nil {
+			return "", nil, errors.New("-lock redlock starts three redis-servers: none is on the PATH")
+		}
+		var addrs []string
+		var stops []func()
+		stopAll := func() {
+			for _, stop := range stops {
+				stop()
+			}
+		}
+		for range 3 {
+			addr, stop, err := startRedisServer(ctx, path)
+			if err != nil {
+				stopAll()
+				return "", nil, err
+			}
+			addrs, stops = append(addrs, addr), append(stops, stop)
+		}
+		log.Info("started three private redis-servers for Redlock", "addrs", addrs)
+		return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil
+	case "postgres":
+		if !strings.HasPrefix(databaseURL, "postgres://") && !strings.HasPrefix(databaseURL, "postgresql://") {
+			return "", nil, errors.New("-lock postgres takes its locks in the PostgreSQL of DATABASE_URL: set DATABASE_URL=postgres://...")
+		}
+		return databaseURL, func() {}, nil
+	default:
+		return "", nil, fmt.Errorf("-lock %q: want redis, redlock or postgres", kind)
+	}
+}
