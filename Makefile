@@ -37,7 +37,7 @@ bench: ## Strategies side by side on this machine's Redis and PostgreSQL: BENCHM
 	$(GO) run ./cmd/bench -profile $(PROFILE)
 
 .PHONY: bench-micro
-bench-micro: ## Micro-benchmarks: pkg/lock against redislock (private redis-server), the load generator against wrk.
+bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL) side by side and against redislock, the load generator against wrk.
 	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x ./loadtest
 

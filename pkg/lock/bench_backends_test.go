@@ -1,0 +1,137 @@
+package lock_test
+
+// The Redlock and PostgreSQL entries of the micro-benchmarks (bench_test.go).
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/pglock"
+	"github.com/stockguard/stockguard/pkg/lock/redlock"
+)
+
+// benchDatabaseURL is the PostgreSQL of the postgres entry: the test database's
+// when set, else the machine's own on its default port.
+func benchDatabaseURL() string {
+	if u := os.Getenv("STOCKGUARD_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+func init() {
+	// Redlock on three private redis-servers.
+	addBenchBackend(benchBackend{name: "redlock", open: func(b *testing.B) *benchEnv {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			skipOrFail(b, "redlock: redis-server is not on the PATH")
+		}
+		var nodes []*testRedis
+		var admins []*redis.Client
+		ns := "t" + randomID()
+		for range 3 {
+			env := newRedisAt(b, startRedisServer(b).Addr)
+			env.Namespace = ns
+			nodes = append(nodes, env)
+			admins = append(admins, env.Client(b))
+		}
+		return &benchEnv{
+			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
+				var clients []redis.UniversalClient
+				for _, n := range nodes {
+					clients = append(clients, n.countedClient(b, writes))
+				}
+				be, err := redlock.New(clients, &redlock.Options{Keys: lock.Keys{Namespace: ns}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c, err := lock.NewClient(be, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+			commands: func(ctx context.Context) (int64, error) { // on the three nodes
+				var total int64
+				for _, a := range admins {
+					n, err := commandCalls(ctx, a)
+					if err != nil {
+						return 0, err
+					}
+					total += n
+				}
+				return total, nil
+			},
+		}
+	}})
+
+	// PostgreSQL: the machine's server, a lock table of the run's own, dropped
+	// after it.
+	addBenchBackend(benchBackend{name: "postgres", open: func(b *testing.B) *benchEnv {
+		url := benchDatabaseURL()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, url)
+		if err != nil {
+			skipOrFail(b, "postgres: no PostgreSQL at STOCKGUARD_TEST_DATABASE_URL or the default URL: %v", err)
+		}
+		_ = admin.Close(ctx)
+		opt := &pglock.Options{Table: "bench_lock_" + randomID(), Channel: "bench_lock_" + randomID()}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				b.Logf("drop %s: %v", opt.Table, err)
+				return
+			}
+			defer func() { _ = conn.Close(ctx) }()
+			if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{opt.Table}.Sanitize()); err != nil {
+				b.Logf("drop %s: %v", opt.Table, err)
+			}
+		})
+		open := func(b *testing.B, writes *atomic.Int64) *pglock.Backend {
+			cfg, err := pgxpool.ParseConfig(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.MaxConns = 4
+			cfg.ConnConfig.DialFunc = countingDial(writes)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(pool.Close)
+			be, err := pglock.New(pool, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return be
+		}
+		if err := open(b, new(atomic.Int64)).Migrate(ctx); err != nil {
+			b.Fatal(errors.Join(errors.New("postgres: migrate"), err))
+		}
+		return &benchEnv{
+			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
+				c, err := lock.NewClient(open(b, writes), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+		}
+	}})
+}
