@@ -105,15 +105,6 @@ func countingDial(writes *atomic.Int64) func(ctx context.Context, network, addr 
 	}
 }
 
-// benchRedis prefers a private redis-server, so that INFO commandstats counts only
-// the benchmark's own commands.
-func benchRedis(b *testing.B) *testRedis {
-	if _, err := exec.LookPath("redis-server"); err == nil {
-		return newRedisAt(b, startRedisServer(b).Addr)
-	}
-	return newRedis(b)
-}
-
 // countedClient is a go-redis client of env whose writes are counted.
 func (r *testRedis) countedClient(b *testing.B, writes *atomic.Int64) *redis.Client {
 	opt := *r.opt
