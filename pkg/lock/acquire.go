@@ -129,12 +129,13 @@ func (c *Client) renew(ctx context.Context, l *lease) error {
 // lost: the count of announcements moved, and the caller tries again at once (so
 // it does when no subscription could be made).
 //
-// A release wakes every waiting process at once, and Redis delivers the
-// announcement to its subscribers in the same order each time, so a plain race
-// would go to the same processes again and again. Each waiter therefore holds
-// back after an announcement by holdback(busy), which shrinks with the number of
-// busy tries it has made: the process that has waited longest tries first, and
-// one that has just given the lease up (yield) tries last.
+// A process that gave the lease up at MaxHandoffs (yield) hears the
+// announcement of its own release as the other processes' waiters do, and its
+// next local waiter used to race them for the lease at once and win it back
+// often: the hot key's fairness across processes was 0.24-0.45. Such a waiter now
+// holds back HandoffYield/8 after an announcement before its first try (see
+// holdback), long enough for the others' tries to land first, short enough not
+// to leave the resource idle when nobody else wants it.
 func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease, error) {
 	var before mark
 	busy := 0 // tries that found the resource held
@@ -220,15 +221,14 @@ func (c *Client) attempt(ctx context.Context, names []string) (*lease, error) {
 }
 
 // holdback is how long a waiter that found the resource busy that many times
-// waits after a release is announced before it tries: HandoffYield for one that
-// has not tried yet (it gave the lease up at MaxHandoffs), an eighth of that for
-// each busy try more. With HandoffYield 1ms: 1ms, 125µs, 15µs, 2µs, then about 0:
-// a handful of processes take turns, and the turn costs the next one little.
+// waits after a release is announced before it tries: HandoffYield/8 for one
+// that gave the lease up at MaxHandoffs and has not tried since (the
+// announcement is most often of its own release), nothing for the others.
 func (c *Client) holdback(busy int) time.Duration {
-	if busy >= 8 {
+	if busy > 0 {
 		return 0
 	}
-	return c.opt.HandoffYield >> (3 * busy)
+	return c.opt.HandoffYield / 8
 }
 
 // holdBack waits holdback(busy), unless ctx ends first.

@@ -37,7 +37,9 @@ type Options struct {
 	HandoffCheck time.Duration
 
 	// HandoffYield is how long a waiter holds back after its process gave the lease
-	// up at MaxHandoffs, unless a release wakes it first. Default 1ms.
+	// up at MaxHandoffs, unless a release wakes it first; then it waits
+	// HandoffYield/8 more, so that the other processes' waiters try first.
+	// Default 1ms.
 	HandoffYield time.Duration
 
 	// Wait, when set, bounds how long Do waits for a grant, on top of the caller's
