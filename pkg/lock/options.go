@@ -45,9 +45,8 @@ type Options struct {
 	Wait time.Duration
 
 	// Replicas (New only: the Redis backend), when above 0, makes every lease
-	// obtained from Redis wait (WAIT)
-	// until that many replicas have it, for at most ReplicaTimeout, and fail with
-	// ErrNotReplicated otherwise (released). A failover to an acknowledging
+	// obtained from Redis wait (WAIT) until that many replicas have it, for at
+	// most ReplicaTimeout, and fail with ErrNotReplicated otherwise (released). A failover to an acknowledging
 	// replica then keeps the lock, where it could otherwise lose it and grant it
 	// twice; the cost is a round trip and the replicas' lag per lease, and no lock
 	// at all while fewer replicas are up. Renewals and handoffs do not wait.
