@@ -351,7 +351,7 @@ func watchdogKeepsLongHolder(t *testing.T, h Harness) {
 			_, err := other.Obtain(ctx, []string{"r"}, v, ttl, 1)
 			if !errors.Is(err, lock.ErrBusy) {
 				_ = other.Release(context.WithoutCancel(ctx), []string{"r"}, v)
-				return fmt.Errorf("another process's obtain while the work runs: %v, want ErrBusy", err)
+				return fmt.Errorf("another process's obtain while the work runs: %w, want ErrBusy", err)
 			}
 			tries++
 			select {

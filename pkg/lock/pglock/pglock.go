@@ -308,3 +308,6 @@ func distinct(names []string) []string {
 	}
 	return out
 }
+
+// Ping reports whether the database answers, for a service's readiness.
+func (b *Backend) Ping(ctx context.Context) error { return b.pool.Ping(ctx) }
