@@ -40,16 +40,20 @@ type cluster struct {
 	dbURL string
 	gdb   *gorm.DB
 	db    *sql.DB
-	redis *testenv.RedisServer   // the private server; nil on a replicated topology
-	rdb   redis.UniversalClient  // straight to Redis (its master), never through a link
-	group *testenv.SentinelGroup // with clusterOptions.sentinel
-	rc    *testenv.RedisCluster  // with clusterOptions.redisCluster
-	url   string                 // the replicas' REDIS_URL
-	opts  clusterOptions
-	ns    string
-	lb    *balancer
-	hot   string // the load's hot SKU
-	probe string // the SKU of the test's own probe orders, if any (replicated_test.go)
+	redis *testenv.RedisServer // the private server; nil on a replicated topology
+	// redlock's masters, with clusterOptions.lock "redlock"; lockURL the
+	// replicas' STOCKGUARD_LOCK_URL (application_name added per replica).
+	redlock *testenv.Redlock
+	lockURL string
+	rdb     redis.UniversalClient  // straight to Redis (its master), never through a link
+	group   *testenv.SentinelGroup // with clusterOptions.sentinel
+	rc      *testenv.RedisCluster  // with clusterOptions.redisCluster
+	url     string                 // the replicas' REDIS_URL
+	opts    clusterOptions
+	ns      string
+	lb      *balancer
+	hot     string // the load's hot SKU
+	probe   string // the SKU of the test's own probe orders, if any (replicated_test.go)
 
 	tox   *toxiproxy.ApiServer
 	links []*toxiproxy.Proxy // per replica index, when the replicas reach Redis through toxiproxy
@@ -77,6 +81,11 @@ type clusterOptions struct {
 	strategy string
 	// env is added to every replica's environment.
 	env []string
+	// lock is the replicas' lock service (STOCKGUARD_LOCK_URL): "" the cache's
+	// Redis; "redlock" three private redis-servers (testenv.StartRedlock);
+	// "postgres" a PostgreSQL schema of its own, each replica's sessions named
+	// by lockApp.
+	lock string
 }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
@@ -99,6 +108,16 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		c.rdb = redis.NewClient(&redis.Options{Addr: c.redis.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.rdb.Close() })
 		c.url = "redis://" + c.redis.Addr + "/0"
+	}
+	switch o.lock {
+	case "":
+	case "redlock":
+		c.redlock = testenv.StartRedlock(t)
+		c.lockURL = c.redlock.URL()
+	case "postgres":
+		c.lockURL = testenv.NewDatabase(t, testenv.Postgres)
+	default:
+		t.Fatalf("unknown lock service %q", o.lock)
 	}
 	gdb, err := gormstore.Open(c.dbURL)
 	if err != nil {
@@ -158,6 +177,10 @@ func (c *cluster) startLinks(n int) {
 
 func (c *cluster) appPrefix() string { return "sgf" + c.id + "-" }
 
+// lockApp is the application_name of a replica's lock sessions (lock service
+// postgres): apart from its store's, which the overlap sampler watches.
+func lockApp(name string) string { return "lock-" + name }
+
 // replica is one instance of a replica index: a process, restarted as a new
 // instance (gen+1) after a kill.
 type replica struct {
@@ -197,6 +220,12 @@ func (c *cluster) env(idx int, name string) []string {
 	)
 	if s := c.strategy(); s != "" {
 		env = append(env, "STOCKGUARD_STRATEGY="+s)
+	}
+	switch c.opts.lock {
+	case "redlock":
+		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
+	case "postgres":
+		env = append(env, "STOCKGUARD_LOCK_URL="+withQuery(c.lockURL, "application_name", lockApp(name)))
 	}
 	return append(env, c.opts.env...)
 }

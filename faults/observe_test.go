@@ -307,13 +307,16 @@ func (c *cluster) catchOnce(sku string) (*replica, func()) {
 // pg_terminate_backend would, and returns how many it ended. The sessions are
 // listed first and ended one by one: in one statement the planner may call
 // pg_terminate_backend before it filters, on every session of the server.
-func (c *cluster) terminateSessions(r *replica) int {
+func (c *cluster) terminateSessions(r *replica) int { return c.terminateApp(r.name) }
+
+// terminateApp ends every PostgreSQL session named app and returns how many.
+func (c *cluster) terminateApp(app string) int {
 	t := c.t
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := c.db.QueryContext(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", r.name)
+	rows, err := c.db.QueryContext(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
 	if err != nil {
-		t.Fatalf("list %s's sessions: %v", r, err)
+		t.Fatalf("list %s's sessions: %v", app, err)
 	}
 	var pids []int
 	for rows.Next() {

@@ -40,7 +40,7 @@ func startLockService(ctx context.Context, kind, databaseURL string, log *slog.L
 		return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil
 	case "postgres":
 		if !strings.HasPrefix(databaseURL, "postgres://") && !strings.HasPrefix(databaseURL, "postgresql://") {
-			return "", nil, errors.New("-lock postgres takes its locks in the PostgreSQL of DATABASE_URL: set DATABASE_URL=postgres://...")
+			return "", nil, errors.New("-lock postgres takes its locks in the PostgreSQL of DATABASE_URL: set DATABASE_URL to a postgres:// URL")
 		}
 		return databaseURL, func() {}, nil
 	default:

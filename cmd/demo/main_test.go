@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/testenv"
 )
 
 // The whole demo, smaller: replicas as processes behind the balancer, the load
@@ -90,5 +91,42 @@ func checkCarts(t *testing.T, row []string, stock int, out string) {
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
+	}
+}
+
+// The demo on the other lock services: the locked round sells the stock and
+// oversells nothing, and says which lock service it ran on.
+func TestDemoOnOtherLockServices(t *testing.T) {
+	dbURL := os.Getenv("STOCKGUARD_TEST_DATABASE_URL")
+	if dbURL == "" {
+		if os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1" {
+			t.Fatal("STOCKGUARD_TEST_DATABASE_URL is not set")
+		}
+		t.Skip("-lock postgres needs STOCKGUARD_TEST_DATABASE_URL")
+	}
+	for _, kind := range []string{"redlock", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			db := testenv.NewDatabase(t, testenv.Postgres) // the demo's store, and postgres's locks
+			getenv := func(k string) string {
+				switch k {
+				case "REDIS_URL":
+					return os.Getenv("STOCKGUARD_TEST_REDIS_URL")
+				case "DATABASE_URL":
+					return db
+				}
+				return ""
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			var out, errs bytes.Buffer
+			err := run(ctx, []string{"-lock", kind, "-replicas", "3", "-stock", "50", "-vus", "32", "-duration", "2s",
+				"-cart-stock", "10", "-shoppers", "60", "-hold-ttl", "2s", "-sweep-interval", "200ms"}, getenv, &out, &errs)
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
+			}
+			if !strings.Contains(out.String(), "oversold nothing: 3 replicas, one SKU, 50 units, 32 VUs, locks on "+kind) {
+				t.Fatalf("no line saying the locked round oversold nothing on %s:\n%s", kind, out.String())
+			}
+		})
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
 
 var binary, loadtestBinary string // built once by TestMain
@@ -270,8 +271,17 @@ func seed(ctx context.Context, t *testing.T, c *cluster) {
 	}
 }
 
+// Three replicas on each lock service (--lock-url): the same load, the same
+// checks.
 func TestReplicasNeverOversell(t *testing.T) {
-	c := startCluster(t, 3)
+	for _, kind := range testenv.LockKinds() {
+		t.Run(kind, func(t *testing.T) { replicasNeverOversell(t, kind, testenv.LockURL(t, kind)) })
+	}
+}
+
+func replicasNeverOversell(t *testing.T, kind, lockURL string) {
+	c := startCluster(t, 3, "STOCKGUARD_LOCK_URL="+lockURL)
+	defer lockServiceUsed(t, kind, lockURL, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	seed(ctx, t, c)
@@ -342,6 +352,52 @@ func TestReplicasNeverOversell(t *testing.T) {
 		v, perr := strconv.ParseInt(avail, 10, 64)
 		if err != nil || perr != nil || v != s.Available {
 			t.Errorf("%s: cache %d (%v), database %d", s.SKU, v, err, s.Available)
+		}
+	}
+}
+
+// lockServiceUsed checks that the hot SKU's locks were taken from the lock
+// service of kind: its fencing counter is there.
+func lockServiceUsed(t *testing.T, kind, lockURL string, c *cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fence := lock.Keys{Namespace: c.redis.Namespace}.Fence("HOT")
+	switch kind {
+	case "redis":
+		if n, err := c.redis.Client(t).Exists(ctx, fence).Result(); err != nil || n != 1 {
+			t.Errorf("no fence counter %s in the cache's Redis (%v): its locks were not taken there", fence, err)
+		}
+	case "redlock":
+		opts, err := redlock.ParseURL(lockURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := 0
+		for _, o := range opts {
+			rdb := redis.NewClient(o)
+			if n, err := rdb.Exists(ctx, fence).Result(); err == nil && n == 1 {
+				with++
+			}
+			_ = rdb.Close()
+		}
+		if with < 2 {
+			t.Errorf("the fence counter %s is on %d of 3 Redlock masters: its locks were not taken there", fence, with)
+		}
+		if n, err := c.redis.Client(t).Exists(ctx, fence).Result(); err != nil || n != 0 {
+			t.Errorf("a fence counter %s in the cache's Redis (%v): some locks were taken there", fence, err)
+		}
+	case "postgres":
+		db, err := gormstore.Open(lockURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var token int64
+		if err := db.WithContext(ctx).Raw("SELECT COALESCE(MAX(token), 0) FROM stockguard_locks WHERE resource = 'HOT'").Scan(&token).Error; err != nil || token == 0 {
+			t.Errorf("no lock row of HOT in the lock database (token %d, %v): its locks were not taken there", token, err)
+		}
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
 		}
 	}
 }

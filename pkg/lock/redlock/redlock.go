@@ -500,3 +500,21 @@ func (b *Backend) Subscribe(ctx context.Context) (<-chan string, func() error, e
 	}
 	return out, stop, nil
 }
+
+// Ping reports whether a majority of the nodes answer, for a service's start
+// and readiness: with fewer, no lock can be had.
+func (b *Backend) Ping(ctx context.Context) error {
+	errs := make([]error, len(b.nodes))
+	b.each(ctx, nil, func(ctx context.Context, i int, c redis.UniversalClient) { errs[i] = c.Ping(ctx).Err() })
+	answered := 0
+	for _, err := range errs {
+		if err == nil {
+			answered++
+		}
+	}
+	if answered < b.quorum {
+		return fmt.Errorf("redlock: %d of %d nodes answered, a majority is %d: %w", answered, len(b.nodes), b.quorum,
+			errors.Join(append([]error{ErrNoQuorum}, errs...)...))
+	}
+	return nil
+}

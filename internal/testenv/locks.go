@@ -1,0 +1,53 @@
+package testenv
+
+import (
+	"strings"
+	"testing"
+)
+
+// LockKinds are the lock services the service can run on, as --lock-url
+// chooses them.
+func LockKinds() []string { return []string{"redis", "redlock", "postgres"} }
+
+// Redlock is three private redis-servers, the independent masters of a
+// Redlock lock service.
+type Redlock struct {
+	Nodes []*RedisServer
+}
+
+// StartRedlock starts three redis-servers on free loopback ports (see
+// StartRedisServer) and stops them when the test ends.
+func StartRedlock(t testing.TB) *Redlock {
+	t.Helper()
+	r := &Redlock{}
+	for range 3 {
+		r.Nodes = append(r.Nodes, StartRedisServer(t))
+	}
+	return r
+}
+
+// URL is the --lock-url of the three masters.
+func (r *Redlock) URL() string {
+	addrs := make([]string, len(r.Nodes))
+	for i, n := range r.Nodes {
+		addrs[i] = n.Addr
+	}
+	return "redlock://" + strings.Join(addrs, ",") + "/0"
+}
+
+// LockURL returns a --lock-url of kind for a test: empty for redis (the cache's
+// Redis), three private masters for redlock, a PostgreSQL schema of its own
+// for postgres. Each is removed when the test ends.
+func LockURL(t testing.TB, kind string) string {
+	t.Helper()
+	switch kind {
+	case "redis":
+		return ""
+	case "redlock":
+		return StartRedlock(t).URL()
+	case "postgres":
+		return NewDatabase(t, Postgres)
+	}
+	t.Fatalf("unknown lock service %q", kind)
+	return ""
+}
