@@ -210,7 +210,10 @@ The PostgreSQL lock service writes its lock rows in the same database as the sto
 a lock's obtain and release are transactions of their own (counted in the write
 transactions per order above) that share the WAL and its fsync with the orders' commits.
 Redis commands count the cache's Redis for every service, and for Redlock also its three
-servers. The Redis and Redlock servers are in memory, without persistence.
+servers; write transactions are the transaction ids the whole PostgreSQL server assigned
+over a run, so other work on that server (other databases' tests) adds to them. Both are
+summed over the runs and divided by the orders accepted, seeding and audit included. The
+Redis and Redlock servers are in memory, without persistence.
 `)
 }
 
