@@ -15,7 +15,7 @@ type Options struct {
 	// Redisson does.
 	RenewEvery time.Duration
 
-	// OpTimeout bounds every Redis call but the watchdog's, whose deadline is the
+	// OpTimeout bounds every Backend call but the watchdog's, whose deadline is the
 	// end of the lease. Default TTL/3.
 	OpTimeout time.Duration
 
@@ -29,8 +29,8 @@ type Options struct {
 	// message). Defaults 10ms and 500ms.
 	MinPoll, MaxPoll time.Duration
 
-	// HandoffCheck: a lease passed on locally is checked in Redis (one GET) before
-	// the next holder gets a token, unless Redis confirmed it (obtain, renewal or an
+	// HandoffCheck: a lease passed on locally is checked in the Backend (Held)
+	// before the next holder gets a token, unless the Backend confirmed it (obtain, renewal or an
 	// earlier check) less than HandoffCheck ago. Default 1ms; a negative value checks
 	// at every handoff. Either way the store's fence check is what refuses a holder
 	// whose lease was lost; this bounds how stale a local holder's belief can be.
@@ -44,9 +44,9 @@ type Options struct {
 	// context; the function itself runs under the caller's context only.
 	Wait time.Duration
 
-	// Replicas, when above 0, makes every lease obtained from Redis wait (WAIT)
-	// until that many replicas have it, for at most ReplicaTimeout, and fail with
-	// ErrNotReplicated otherwise (released). A failover to an acknowledging
+	// Replicas (New only: the Redis backend), when above 0, makes every lease
+	// obtained from Redis wait (WAIT) until that many replicas have it, for at
+	// most ReplicaTimeout, and fail with ErrNotReplicated otherwise (released). A failover to an acknowledging
 	// replica then keeps the lock, where it could otherwise lose it and grant it
 	// twice; the cost is a round trip and the replicas' lag per lease, and no lock
 	// at all while fewer replicas are up. Renewals and handoffs do not wait.
@@ -56,7 +56,8 @@ type Options struct {
 	// ReplicaTimeout bounds the wait for Replicas. Default OpTimeout/2.
 	ReplicaTimeout time.Duration
 
-	// Keys names the Redis keys. Default namespace "sku".
+	// Keys names the Redis keys (New only: the Redis backend). Default namespace
+	// "sku".
 	Keys Keys
 
 	// Metrics, when set, records what the Client does.
@@ -111,7 +112,7 @@ func (o *Options) withDefaults() (Options, error) {
 // validity is how long a lease is ours after the command that set it was sent:
 // TTL less an allowance for clock drift (1% + 2ms, as in the Redis documentation)
 // and for a late timer on a loaded machine (4% more), so that the work is cancelled
-// before the lease can end in Redis.
+// before the lease can end in the lock service.
 func (c *Client) validity() time.Duration { return c.opt.TTL - c.opt.TTL/20 - 2*time.Millisecond }
 
 // minLeft is the least lease left for a handoff to be worth it.
