@@ -33,7 +33,7 @@ test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server neede
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: bench
-bench: ## Strategies side by side on this machine's Redis and PostgreSQL: BENCHMARKS.md, charts (PROFILE=quick|full).
+bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then holds and the lock services on the default: BENCHMARKS.md, charts (PROFILE=quick|full).
 	$(GO) run ./cmd/bench -profile $(PROFILE)
 
 .PHONY: bench-micro

@@ -49,6 +49,11 @@ func (r *Results) charts(dir string) error {
 			return err
 		}
 	}
+	if r.Locks != nil {
+		if err := r.Locks.writeFiles(dir); err != nil { // locks.json and locks.png
+			return err
+		}
+	}
 	return savePanels(filepath.Join(dir, "latency.png"), lat)
 }
 

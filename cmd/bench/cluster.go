@@ -30,9 +30,10 @@ type cluster struct {
 }
 
 // startCluster empties the tables, runs prepare on them (nil: nothing) before
-// any replica could cache what they hold, then starts the replicas on s.
+// any replica could cache what they hold, then starts the replicas on s, with
+// extraEnv (NAME=value) added to their environment.
 func startCluster(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, s orders.Strategy,
-	prepare func() error, log *slog.Logger) (*cluster, error) {
+	prepare func() error, log *slog.Logger, extraEnv ...string) (*cluster, error) {
 	// Each run starts on empty tables, so that none pays for another's rows.
 	if err := db.WithContext(ctx).Exec("TRUNCATE " + benchTables).Error; err != nil {
 		return nil, fmt.Errorf("truncate: %w", err)
@@ -43,9 +44,7 @@ func startCluster(ctx context.Context, o options, bins topology.Binaries, db *go
 		}
 	}
 	c := &cluster{ns: "bench-" + string(s) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-	env := append(os.Environ(), "DATABASE_URL="+o.databaseURL, "REDIS_URL="+o.redisURL, "STOCKGUARD_NAMESPACE="+c.ns,
-		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+string(s), "STOCKGUARD_ALLOW_OVERSELL=true",
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error")
+	env := replicaEnv(o, s, c.ns, extraEnv...)
 	var backends []string
 	for i := range o.replicas {
 		cmd, u, err := topology.StartReplica(ctx, bins.Stockguard, env)
@@ -63,6 +62,15 @@ func startCluster(ctx context.Context, o options, bins topology.Binaries, db *go
 	}
 	c.lb = lb
 	return c, nil
+}
+
+// replicaEnv is a replica's environment: this process's, the bench's settings,
+// then extraEnv.
+func replicaEnv(o options, s orders.Strategy, ns string, extraEnv ...string) []string {
+	env := append(os.Environ(), "DATABASE_URL="+o.databaseURL, "REDIS_URL="+o.redisURL, "STOCKGUARD_NAMESPACE="+ns,
+		"STOCKGUARD_ADMIN_TOKEN="+adminToken, "STOCKGUARD_STRATEGY="+string(s), "STOCKGUARD_ALLOW_OVERSELL=true",
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error")
+	return append(env, extraEnv...)
 }
 
 // stop stops the balancer and the replicas, then deletes the namespace's keys.

@@ -101,9 +101,16 @@ func (h *HoldsResults) writeOnly(o options) error {
 // spliceSection replaces the Holds section of report (up to the next heading
 // of its level) by section, or puts it before "## The strategies", or at the end.
 func spliceSection(report, section []byte) []byte {
+	return spliceHeading(report, section, holdsHeading)
+}
+
+// spliceHeading replaces the section of report under heading (up to the next
+// heading of its level) by section, or puts it before "## The strategies", or
+// at the end.
+func spliceHeading(report, section []byte, heading string) []byte {
 	s := string(report)
-	if i := strings.Index(s, "\n"+holdsHeading+"\n"); i >= 0 {
-		rest := s[i+1+len(holdsHeading):]
+	if i := strings.Index(s, "\n"+heading+"\n"); i >= 0 {
+		rest := s[i+1+len(heading):]
 		j := strings.Index(rest, "\n## ")
 		if j < 0 {
 			return []byte(s[:i+1] + string(section))

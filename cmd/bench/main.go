@@ -9,6 +9,7 @@
 //	go run ./cmd/bench                 # the quick profile (make bench)
 //	go run ./cmd/bench -profile full   # longer runs, more repeats
 //	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
+//	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
 package main
 
 import (
@@ -75,13 +76,16 @@ type Profile struct {
 	// measured before they do.
 	SweepHolds  int           `json:"sweep_holds"`
 	SweepBefore time.Duration `json:"sweep_before_ns"`
+	// The lock services' runs: how long and how often each is measured.
+	LocksDuration time.Duration `json:"locks_duration_ns"`
+	LocksRepeats  int           `json:"locks_repeats"`
 }
 
 var profiles = map[string]Profile{
 	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 3, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second,
-		SweepHolds: 20_000, SweepBefore: 5 * time.Second},
+		SweepHolds: 20_000, SweepBefore: 5 * time.Second, LocksDuration: 2 * time.Second, LocksRepeats: 3},
 	"full": {Name: "full", Duration: 10 * time.Second, Repeats: 5, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second,
-		SweepHolds: 100_000, SweepBefore: 10 * time.Second},
+		SweepHolds: 100_000, SweepBefore: 10 * time.Second, LocksDuration: 10 * time.Second, LocksRepeats: 5},
 }
 
 type options struct {
@@ -95,6 +99,9 @@ type options struct {
 	markdown    string
 	holds       string // on, off or only
 	holdsVUs    int
+	locks       string // on, off or only
+	locksVUs    int
+	requireReal bool   // STOCKGUARD_TEST_REQUIRE_REAL=1: no lock service skipped for want of a redis-server
 	command     string // as typed, for the report
 }
 
@@ -118,8 +125,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&o.holds, "holds", "on", "the holds benchmark on the default strategy: on, off, or only (nothing else measured; "+
 		"its section of the report and its chart replaced in place)")
 	fs.IntVar(&o.holdsVUs, "holds-vus", 64, "VUs of the holds benchmark")
+	fs.StringVar(&o.locks, "locks", "on", "the lock services benchmark (redis, redlock, postgres) on the default strategy: on, off, or only "+
+		"(nothing else measured; its section of the report, locks.json and locks.png replaced in place)")
+	fs.IntVar(&o.locksVUs, "locks-vus", 64, "VUs of the lock services benchmark")
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
-	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json (or the Holds section and chart from a holds.json)")
+	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
+		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -131,10 +142,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("profile %q (want quick or full)", *profile)
 	}
 	if *duration > 0 {
-		p.Duration = *duration
+		p.Duration, p.LocksDuration = *duration, *duration
 	}
 	if *repeats > 0 {
-		p.Repeats = *repeats
+		p.Repeats, p.LocksRepeats = *repeats, *repeats
 	}
 	if *sweepHolds > 0 {
 		p.SweepHolds = *sweepHolds
@@ -145,6 +156,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if o.holdsVUs < 1 {
 		return fmt.Errorf("holds-vus: %d is not a positive number", o.holdsVUs)
 	}
+	if o.locks != "on" && o.locks != "off" && o.locks != "only" {
+		return fmt.Errorf("locks: %q (want on, off or only)", o.locks)
+	}
+	if o.locksVUs < 1 {
+		return fmt.Errorf("locks-vus: %d is not a positive number", o.locksVUs)
+	}
+	o.requireReal = getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1"
 	o.command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))
 	if *vus != "" {
 		p.VUs = nil
@@ -176,12 +194,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if o.holds == "only" {
-		if err := res.Holds.writeOnly(o); err != nil {
-			return err
+	if o.only() {
+		if res.Holds != nil {
+			if err := res.Holds.writeOnly(o); err != nil {
+				return err
+			}
+			res.Holds.printSummary(stdout)
+			fmt.Fprintf(stdout, "\nwrote the Holds section of %s, %s/holds.json and %s/holds.png\n", o.markdown, o.out, o.out)
 		}
-		res.Holds.printSummary(stdout)
-		fmt.Fprintf(stdout, "\nwrote the Holds section of %s, %s/holds.json and %s/holds.png\n", o.markdown, o.out, o.out)
+		if res.Locks != nil {
+			if err := res.Locks.writeOnly(o); err != nil {
+				return err
+			}
+			res.Locks.printSummary(stdout)
+			fmt.Fprintf(stdout, "\nwrote the Lock services section of %s, %s/locks.json and %s/locks.png\n", o.markdown, o.out, o.out)
+		}
 		return nil
 	}
 	if err := res.write(o); err != nil {
@@ -191,6 +218,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintf(stdout, "\nwrote %s, %s/results.json and the charts in %s/\n", o.markdown, o.out, o.out)
 	return nil
 }
+
+// only says whether a section alone is measured (-holds only, -locks only, or
+// both): then the strategies and the sections left on are not.
+func (o options) only() bool { return o.holds == "only" || o.locks == "only" }
 
 func joinStrategies(ss []orders.Strategy) string {
 	names := make([]string, len(ss))
@@ -213,6 +244,17 @@ func rerender(path string, o options, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if filepath.Base(path) == "locks.json" {
+		var l LocksResults
+		if err := json.Unmarshal(b, &l); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := l.writeOnly(o); err != nil {
+			return err
+		}
+		l.printSummary(stdout)
+		return nil
 	}
 	if filepath.Base(path) == "holds.json" {
 		var h HoldsResults

@@ -62,6 +62,10 @@ both include the run's seeding and audit.
 		r.Holds.markdown(w, o.out)
 		fmt.Fprintln(w)
 	}
+	if r.Locks != nil {
+		r.Locks.markdown(w, o.out)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprint(w, `## The strategies
 
 | strategy | what it does per order |

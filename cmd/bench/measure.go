@@ -84,9 +84,16 @@ func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error)
 	res := &Results{Profile: o.profile, Replicas: o.replicas, Default: string(orders.DefaultStrategy),
 		RSS: map[string]int64{}, Sellout: map[string]Run{}}
 	res.Machine = machine(ctx, db, rdb)
-	if o.holds == "only" {
-		if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
-			return nil, interrupted(ctx, err)
+	if o.only() {
+		if o.holds == "only" {
+			if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
+				return nil, interrupted(ctx, err)
+			}
+		}
+		if o.locks == "only" {
+			if res.Locks, err = measureLocks(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+				return nil, interrupted(ctx, err)
+			}
 		}
 		return res, nil
 	}
@@ -123,6 +130,11 @@ func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error)
 	}
 	if o.holds == "on" {
 		if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+	}
+	if o.locks == "on" {
+		if res.Locks, err = measureLocks(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
 			return nil, interrupted(ctx, err)
 		}
 	}

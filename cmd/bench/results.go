@@ -35,6 +35,7 @@ type Results struct {
 	Costs    []Cost           `json:"costs"`
 	Targets  []Target         `json:"targets"`
 	Holds    *HoldsResults    `json:"holds,omitempty"`
+	Locks    *LocksResults    `json:"locks,omitempty"`
 }
 
 // Point is the medians of the runs of one strategy, workload and VU count.
@@ -309,6 +310,9 @@ func (r *Results) printSummary(w io.Writer) {
 	}
 	if r.Holds != nil {
 		r.Holds.printSummary(w)
+	}
+	if r.Locks != nil {
+		r.Locks.printSummary(w)
 	}
 }
 

@@ -11,26 +11,38 @@ import (
 )
 
 // A lock service that does not answer stops the replica at start, with the
-// service named and no password shown.
+// service named and no password shown: one Redis, Redlock (no majority
+// answers) and PostgreSQL.
 func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	free := func() string {
+		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = ln.Close() }() // nothing listens there once the test dials
+		return ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close() // nothing listens there now
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	vars := map[string]string{
-		"DATABASE_URL":        "sqlite:" + filepath.Join(t.TempDir(), "x.db"),
-		"STOCKGUARD_LOCK_URL": "redis://:pw-x9q@" + addr + "/0",
-		"STOCKGUARD_ADDR":     "127.0.0.1:0",
-	}
-	err = run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, io.Discard)
-	if err == nil {
-		t.Fatal("serve started with a lock service that does not answer")
-	}
-	if msg := err.Error(); !strings.Contains(msg, "lock service redis at redis://"+addr+" does not answer") || strings.Contains(msg, "pw-x9q") {
-		t.Fatalf("error %q: want the service named, without its password", msg)
+	a, b, c := free(), free(), free()
+	for _, tc := range []struct{ url, want string }{
+		{"redis://:pw-x9q@" + a + "/0", "lock service redis at redis://" + a + " does not answer"},
+		{"redlock://:pw-x9q@" + a + "," + b + "," + c + "/0", "0 of 3 nodes answered, a majority is 2"},
+		{"postgres://postgres:pw-x9q@" + a + "/x?sslmode=disable", "lock service postgres at postgres://" + a},
+	} {
+		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			vars := map[string]string{
+				"DATABASE_URL":        "sqlite:" + filepath.Join(t.TempDir(), "x.db"),
+				"STOCKGUARD_LOCK_URL": tc.url,
+				"STOCKGUARD_ADDR":     "127.0.0.1:0",
+			}
+			err := run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("serve started with a lock service that does not answer")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "pw-x9q") {
+				t.Fatalf("error %q: want %q, without the password", msg, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/topology"
+)
+
+// The lock services benchmark, on the default strategy: orders/s and p99 on
+// the hot SKU and on zipf with the SKU locks (and the sweeper's lease) on each
+// lock service --lock-url offers, the contenders taking turns so that each
+// sees the machine as the others do.
+
+// lockServices are the lock services measured, in the order they take turns;
+// the first is the one the others are compared with.
+var lockServices = []string{"redis", "redlock", "postgres"}
+
+// lockWarmup is each contender's warm-up before ANALYZE and the measured run.
+const lockWarmup = time.Second
+
+// lockTable is pglock's default table, emptied with the store's before each
+// contender when it exists. Its rows are fresh anyway (each cluster has a
+// namespace of its own): emptying it keeps the table as small for every run.
+const lockTable = "stockguard_locks"
+
+type locksBench struct {
+	o    options
+	bins topology.Binaries
+	db   *gorm.DB
+	rdb  *redis.Client
+	log  *slog.Logger
+	res  *LocksResults
+	// The three private redis-servers of Redlock, when started.
+	redlock []*redis.Client
+}
+
+// measureLocks runs the default strategy on each lock service, interleaved.
+func measureLocks(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
+	log *slog.Logger, m Machine) (*LocksResults, error) {
+	b := &locksBench{o: o, bins: bins, db: db, rdb: rdb, log: log, res: &LocksResults{Command: o.command, When: m.When,
+		Commit: m.Commit, Strategy: string(orders.DefaultStrategy), Replicas: o.replicas, VUs: o.locksVUs,
+		Repeats: o.profile.LocksRepeats, Duration: o.profile.LocksDuration, Warmup: lockWarmup, Cores: m.Cores,
+		LoadBefore: loadAverage()}}
+	var names []string
+	for _, w := range o.workloads {
+		if slices.Contains(lockWorkloads, w.Name) {
+			names = append(names, w.Name)
+		}
+	}
+	urls := map[string]string{}
+	var stopRedlock func()
+	for _, name := range lockServices {
+		s := LockService{Name: name, Where: lockWhere[name]}
+		switch name {
+		case "redis":
+			urls[name] = "" // the cache's Redis, as an empty --lock-url is
+		case "redlock":
+			u, stop, err := b.startRedlock(ctx, o.requireReal)
+			if err != nil {
+				return nil, err
+			}
+			if stop == nil {
+				s.NotRun = u
+				break
+			}
+			stopRedlock = sync.OnceFunc(stop)
+			defer stopRedlock()
+			urls[name] = u
+		case "postgres":
+			urls[name] = o.databaseURL
+		}
+		if s.NotRun == "" {
+			ns := "bench-probe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			s.NotRun = probeLockService(ctx, bins.Stockguard, replicaEnv(o, orders.DefaultStrategy, ns,
+				"STOCKGUARD_LOCK_URL="+urls[name]), urls[name])
+			topology.DropNamespace(ctx, o.redisURL, ns, log)
+		}
+		if s.NotRun != "" {
+			log.Warn("locks: not run", "lock_service", name, "why", s.NotRun)
+			if name == "redlock" && stopRedlock != nil {
+				stopRedlock()
+			}
+		}
+		b.res.Services = append(b.res.Services, s)
+	}
+	run := b.res.run()
+	log.Info("locks: plan", "strategy", orders.DefaultStrategy, "vus", b.res.VUs, "workloads", names, "lock_services", run,
+		"runs", len(names)*len(run)*b.res.Repeats, "run_length", b.res.Duration)
+	for _, w := range o.workloads {
+		if !slices.Contains(lockWorkloads, w.Name) {
+			continue
+		}
+		for round := range b.res.Repeats {
+			for _, name := range run {
+				r, err := b.contender(ctx, w, name, urls[name], round)
+				if err != nil {
+					return nil, fmt.Errorf("locks, %s, %s: %w", w.Name, name, err)
+				}
+				b.res.Runs = append(b.res.Runs, r)
+			}
+		}
+	}
+	b.res.LoadAfter = loadAverage()
+	b.res.Points = lockPoints(b.res.Runs, run, workloads)
+	return b.res, nil
+}
+
+// lockWorkloads are the workloads the lock services are measured on, of those
+// -workloads names.
+var lockWorkloads = []string{"hot", "zipf"}
+
+// lockWhere says where each lock service's locks are, for the report.
+var lockWhere = map[string]string{
+	"redis":    "the cache's Redis (an empty --lock-url)",
+	"redlock":  "three private redis-servers started by the bench (no persistence), a majority of them",
+	"postgres": "a row per SKU in the table " + lockTable + " of the bench's own PostgreSQL database, beside the store's tables",
+}
+
+// contender runs the workload once on fresh tables and new replicas whose
+// locks are on the lock service of url: a warm-up, ANALYZE, then the run.
+func (b *locksBench) contender(ctx context.Context, w Workload, name, url string, round int) (LockRun, error) {
+	c, err := startCluster(ctx, b.o, b.bins, b.db, orders.DefaultStrategy, func() error { return b.freshLocks(ctx) },
+		b.log, "STOCKGUARD_LOCK_URL="+url)
+	if err != nil {
+		return LockRun{}, err
+	}
+	defer c.stop(ctx, b.o.redisURL, b.log)
+	if _, err := loadRun(ctx, b.bins.Loadtest, c.lb.URL, b.rdb, b.db, w, b.res.VUs, lockWarmup); err != nil {
+		return LockRun{}, fmt.Errorf("warm-up: %w", err)
+	}
+	if err := b.db.WithContext(ctx).Exec("ANALYZE").Error; err != nil {
+		return LockRun{}, fmt.Errorf("analyze: %w", err)
+	}
+	before, err := b.lockCommands(ctx, name)
+	if err != nil {
+		return LockRun{}, err
+	}
+	r, err := loadRun(ctx, b.bins.Loadtest, c.lb.URL, b.rdb, b.db, w, b.res.VUs, b.res.Duration)
+	if err != nil {
+		return LockRun{}, err
+	}
+	after, err := b.lockCommands(ctx, name)
+	if err != nil {
+		return LockRun{}, err
+	}
+	r.Strategy = string(orders.DefaultStrategy)
+	lr := LockRun{Service: name, Round: round + 1, Run: r, LockCmds: after - before}
+	b.log.Info("locks: run", "workload", w.Name, "lock_service", name, "round", round+1, "orders/s", int(r.OrdersPerSec),
+		"p99_ms", r.P99, "failed", r.FailedRatio, "oversold", r.Oversold, "consistent", r.Consistent)
+	return lr, nil
+}
+
+// freshLocks empties pglock's table, when there is one, and the Redlock
+// servers, so that every contender starts on the same empty lock service.
+func (b *locksBench) freshLocks(ctx context.Context) error {
+	var exists bool
+	if err := b.db.WithContext(ctx).Raw("SELECT to_regclass(?) IS NOT NULL", lockTable).Row().Scan(&exists); err != nil {
+		return fmt.Errorf("look for %s: %w", lockTable, err)
+	}
+	if exists {
+		if err := b.db.WithContext(ctx).Exec("TRUNCATE " + lockTable).Error; err != nil {
+			return fmt.Errorf("truncate %s: %w", lockTable, err)
+		}
+	}
+	for _, c := range b.redlock {
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			return fmt.Errorf("flush a Redlock server: %w", err)
+		}
+	}
+	return nil
+}
+
+// lockCommands is the commands the Redlock servers processed (each INFO call
+// taken off), 0 for the other lock services: the cache's Redis is counted by
+// loadRun.
+func (b *locksBench) lockCommands(ctx context.Context, name string) (int64, error) {
+	if name != "redlock" {
+		return 0, nil
+	}
+	var n int64
+	for _, c := range b.redlock {
+		k, err := redisCommands(ctx, c)
+		if err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// startRedlock starts three private redis-servers and returns their
+// redlock:// URL and how to stop them. Without redis-server on the PATH it
+// returns why Redlock is not run and a nil stop, or an error when require.
+func (b *locksBench) startRedlock(ctx context.Context, require bool) (string, func(), error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if require {
+			return "", nil, errors.New("locks: STOCKGUARD_TEST_REQUIRE_REAL=1 but no redis-server is on the PATH for Redlock's three servers")
+		}
+		return "no redis-server on the PATH (Redlock's three servers are started from it)", nil, nil
+	}
+	var addrs []string
+	var stops []func()
+	stopAll := func() {
+		for _, c := range b.redlock {
+			_ = c.Close()
+		}
+		b.redlock = nil
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	for range 3 {
+		addr, stop, err := startRedisServer(ctx, path)
+		if err != nil {
+			stopAll()
+			return "", nil, fmt.Errorf("redlock: %w", err)
+		}
+		addrs, stops = append(addrs, addr), append(stops, stop)
+		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr}))
+	}
+	b.log.Info("locks: started three private redis-servers for Redlock", "addrs", addrs)
+	return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil
+}
+
+// startRedisServer runs a private redis-server on a free port, without
+// persistence, as the demo does.
+func startRedisServer(ctx context.Context, path string) (string, func(), error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp("", "stockguard-bench-redis-")
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := topology.WaitRedis(ctx, addr); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
+}
+
+// probeLockService starts one replica with env and stops it once it listens.
+// It returns "" when it did, or why not: the replica's last line on stderr,
+// with the lock URL (which may carry a password) replaced by its scheme.
+func probeLockService(ctx context.Context, bin string, env []string, lockURL string) string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err.Error()
+	}
+	if err := cmd.Start(); err != nil {
+		return err.Error()
+	}
+	lines := bufio.NewScanner(out)
+	listening := lines.Scan() && strings.HasPrefix(lines.Text(), "listening on ")
+	if listening {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+	_ = cmd.Wait()
+	if listening {
+		return ""
+	}
+	why := lastLines(stderr.Bytes(), 1)
+	if why == "" {
+		why = "the replica exited before listening"
+	}
+	if lockURL != "" {
+		scheme, _, _ := strings.Cut(lockURL, ":")
+		why = strings.ReplaceAll(why, lockURL, scheme+"://…")
+	}
+	return "stockguard serve: " + strings.TrimPrefix(why, "stockguard: ")
+}
+
+// lockedBuffer is a bytes.Buffer written by a process's stderr copier.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.b.Bytes())
+}
+
+// loadAverage is the one-minute load average, 0 when unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
+}
