@@ -7,7 +7,6 @@ package lock_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/pkg/lock/internal/redisserver"
 )
 
 // clusterNodeTimeout is the nodes' cluster-node-timeout: how long a master must
@@ -54,28 +55,26 @@ func startRedisCluster(tb testing.TB) *redisCluster {
 		}
 	}
 	for range 6 {
-		s := &redisServer{port: port(), dir: tb.TempDir()}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-		s.args = []string{
+		s := redisserver.New(tb)
+		s.SetPort(port())
+		s.Args = []string{
 			"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-config-file", filepath.Join(s.Dir, "nodes.conf"),
 			"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 			"--cluster-port", strconv.Itoa(port()), // the bus; port+10000 may be taken
 		}
-		tb.Cleanup(s.Kill)
 		// A port found free can be taken by another process before the node binds
 		// it: such a node is started again on other ports, up to three times.
 		for attempt := 1; ; attempt++ {
-			err := s.tryStart()
+			err := s.TryStart()
 			if err == nil {
 				break
 			}
 			if attempt == 3 {
 				tb.Fatal(err)
 			}
-			s.port = port()
-			s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-			s.args[len(s.args)-1] = strconv.Itoa(port())
+			s.SetPort(port())
+			s.Args[len(s.Args)-1] = strconv.Itoa(port())
 		}
 		rc.Nodes = append(rc.Nodes, s)
 	}

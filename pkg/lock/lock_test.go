@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,53 +36,8 @@ func (h *holdCheck) hold(token int64) {
 	h.inside.Add(-1)
 }
 
-func TestMutualExclusion(t *testing.T) {
-	env := newRedis(t)
-	const clients, goroutines, rounds = 3, 16, 40
-	sets := [][]string{{"a"}, {"a", "b"}, {"b", "a"}, {"b"}, {"c", "a"}}
-	checks := map[string]*holdCheck{"a": {}, "b": {}, "c": {}}
-	want := map[string]int64{}
-
-	var cs []*lock.Client
-	for range clients {
-		cs = append(cs, newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 2 * time.Second, MaxHandoffs: 4}))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, clients*goroutines)
-	for i := range clients * goroutines {
-		names := sets[i%len(sets)]
-		for _, n := range names {
-			want[n] += rounds
-		}
-		wg.Go(func() {
-			for range rounds {
-				err := cs[i%clients].Do(ctx, names, func(_ context.Context, g *lock.Grant) error {
-					for _, n := range g.Names() {
-						checks[n].hold(g.Token(n))
-					}
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	for n, h := range checks {
-		if h.value.Load() != want[n] || h.overlaps.Load() != 0 || h.tokenDrops.Load() != 0 {
-			t.Errorf("%s: value %d, want %d; %d overlapping holds; %d tokens not above the previous",
-				n, h.value.Load(), want[n], h.overlaps.Load(), h.tokenDrops.Load())
-		}
-	}
-}
+// Mutual exclusion from several processes on overlapping sets is the
+// conformance suite's (TestRedisConformance/MutualExclusion).
 
 func TestHoldCheckSeesOverlap(t *testing.T) {
 	// The detector itself must be able to fail: two holds at once are counted.

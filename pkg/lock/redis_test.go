@@ -15,19 +15,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/stockguard/stockguard/pkg/lock/internal/redisserver"
 )
 
 // go-redis logs its reconnection attempts; tests that kill servers on purpose
@@ -118,108 +116,14 @@ func randomID() string {
 }
 
 // redisServer is a private redis-server for tests that stop, stall, kill or
-// restart it. It keeps nothing on disk and allows DEBUG (for DEBUG SLEEP).
-type redisServer struct {
-	Addr string
-	port int
-	dir  string
-	args []string // more arguments, such as a cluster node's
-	cmd  *exec.Cmd
-}
+// restart it (redisserver.Server).
+type redisServer = redisserver.Server
 
 // startRedisServer starts a redis-server on a free loopback port and stops it when
-// the test ends. Without redis-server on the PATH the test is skipped, or fails
-// under STOCKGUARD_TEST_REQUIRE_REAL=1.
-func startRedisServer(tb testing.TB) *redisServer {
-	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if requireReal() {
-			tb.Fatal("redis-server is not on the PATH")
-		}
-		tb.Skip("redis-server is not on the PATH")
-	}
-	s := &redisServer{port: freePort(tb), dir: tb.TempDir()}
-	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-	s.start(tb)
-	tb.Cleanup(func() { s.Kill() })
-	return s
-}
+// the test ends (redisserver.Start).
+func startRedisServer(tb testing.TB) *redisServer { return redisserver.Start(tb) }
 
-func (s *redisServer) start(tb testing.TB) {
-	tb.Helper()
-	if err := s.tryStart(); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-// tryStart starts the server and waits (at most 10s) until it answers as this
-// process: a port found free may have been taken by another process meanwhile,
-// and then the server exits or another answers on it.
-func (s *redisServer) tryStart() error {
-	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--enable-debug-command", "yes",
-		"--logfile", "")
-	s.cmd.Args = append(s.cmd.Args, s.args...)
-	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer func() { _ = c.Close() }()
-	pid := strconv.Itoa(s.cmd.Process.Pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		info, err := c.Info(ctx, "server").Result()
-		cancel()
-		if err == nil {
-			if !strings.Contains(info, "process_id:"+pid+"\r\n") {
-				s.Kill()
-				return fmt.Errorf("another server answers on %s", s.Addr)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			return fmt.Errorf("redis-server on %s did not answer: %w", s.Addr, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a process that is starting up
-	}
-}
-
-// Pause stops the server with SIGSTOP: connections stay open, nothing answers.
-func (s *redisServer) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server.
-func (s *redisServer) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
-
-// Kill ends the server at once, losing every key.
-func (s *redisServer) Kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
-
-// Restart kills the server and starts an empty one on the same port, as a Redis
-// without persistence comes back after a crash.
-func (s *redisServer) Restart(tb testing.TB) {
-	tb.Helper()
-	s.Kill()
-	s.start(tb)
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := (&net.ListenConfig{}).Listen(tb.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(tb testing.TB) int { return redisserver.FreePort(tb) }
 
 // commandCalls sums the calls in INFO commandstats, commands run by scripts
 // included, so a benchmark can report Redis commands per operation.

@@ -10,13 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/internal/redisserver"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
 
@@ -39,112 +34,12 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// requireReal reports whether the run must use real servers (CI).
-func requireReal() bool { return os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1" }
-
 // redisServer is a private redis-server that keeps nothing on disk.
-type redisServer struct {
-	Addr string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
+type redisServer = redisserver.Server
 
 // startRedisServer starts a redis-server on a free loopback port and stops it
-// when the test ends. Without redis-server on the PATH the test is skipped, or
-// fails under STOCKGUARD_TEST_REQUIRE_REAL=1.
-func startRedisServer(tb testing.TB) *redisServer {
-	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if requireReal() {
-			tb.Fatal("redis-server is not on the PATH")
-		}
-		tb.Skip("redis-server is not on the PATH")
-	}
-	var err error
-	for range 3 { // a port found free may be taken by another process meanwhile
-		s := &redisServer{port: freePort(tb), dir: tb.TempDir()}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-		if err = s.tryStart(); err == nil {
-			tb.Cleanup(s.Kill)
-			return s
-		}
-	}
-	tb.Fatal(err)
-	return nil
-}
-
-// tryStart starts the server and waits (at most 10s) until it answers as this
-// process.
-func (s *redisServer) tryStart() error {
-	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
-	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer func() { _ = c.Close() }()
-	pid := strconv.Itoa(s.cmd.Process.Pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		info, err := c.Info(ctx, "server").Result()
-		cancel()
-		if err == nil {
-			if !strings.Contains(info, "process_id:"+pid+"\r\n") {
-				s.Kill()
-				return fmt.Errorf("another server answers on %s", s.Addr)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			return fmt.Errorf("redis-server on %s did not answer: %w", s.Addr, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a process that is starting up
-	}
-}
-
-// Pause stops the server with SIGSTOP: connections stay open, nothing answers.
-func (s *redisServer) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server.
-func (s *redisServer) Resume() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	}
-}
-
-// Kill ends the server at once, losing every key.
-func (s *redisServer) Kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
-
-// Restart kills the server and starts an empty one on the same port, as a
-// Redis without persistence comes back after a crash.
-func (s *redisServer) Restart(tb testing.TB) {
-	tb.Helper()
-	s.Kill()
-	if err := s.tryStart(); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := (&net.ListenConfig{}).Listen(tb.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// when the test ends (redisserver.Start).
+func startRedisServer(tb testing.TB) *redisServer { return redisserver.Start(tb) }
 
 func randomID() string {
 	b := make([]byte, 6)
