@@ -220,8 +220,11 @@ Redis and Redlock servers are in memory, without persistence.
 // loadNote reads the load averages against the cores.
 func (l *LocksResults) loadNote() string {
 	note := fmt.Sprintf("one-minute load average %.1f before this section and %.1f after", l.LoadBefore, l.LoadAfter)
-	if l.Cores > 0 && max(l.LoadBefore, l.LoadAfter) > float64(l.Cores) {
-		note += fmt.Sprintf(", above its %d cores: other work, such as other jobs' tests, ran beside the benchmark", l.Cores)
+	switch {
+	case l.Cores > 0 && l.LoadBefore > float64(l.Cores):
+		note += fmt.Sprintf(", above its %d cores before it started: other work, such as other jobs' tests, ran beside the benchmark", l.Cores)
+	case l.Cores > 0 && l.LoadAfter > float64(l.Cores):
+		note += fmt.Sprintf(": the benchmark's own processes keep it above the %d cores", l.Cores)
 	}
 	return note
 }

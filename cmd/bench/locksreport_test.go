@@ -85,7 +85,7 @@ func TestLocksMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## Lock services\n\nMeasured by `go run ./cmd/bench -locks only -profile quick` (profile quick) on 2026-01-02T03:04:05Z, commit abc123",
 		"(redis, postgres, then again)",
-		"2 cores", "load average 7.5 before this section and 8.2 after, above its 2 cores: other work",
+		"2 cores", "load average 7.5 before this section and 8.2 after, above its 2 cores before it started: other work",
 		"| one hot SKU | redis | 1234 | 57 ms | 1.00× | 1.00× | 3.50 | 0.013 | 0 oversold, consistent: true |\n",
 		"| one hot SKU | redlock | not run: no redis-server \\| on the PATH | | | | | | |\n",
 		"| one hot SKU | postgres | 600 | 120 ms | 0.49× | 2.10× | 1.00 | 0.500 | 0 oversold, consistent: true |\n",
