@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -217,56 +216,22 @@ func (b *locksBench) startRedlock(ctx context.Context, require bool) (string, fu
 		}
 		return "no redis-server on the PATH (Redlock's three servers are started from it)", nil, nil
 	}
-	var addrs []string
-	var stops []func()
+	addrs, stopServers, err := topology.StartRedisServers(ctx, path, 3)
+	if err != nil {
+		return "", nil, fmt.Errorf("redlock: %w", err)
+	}
+	for _, addr := range addrs {
+		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr}))
+	}
 	stopAll := func() {
 		for _, c := range b.redlock {
 			_ = c.Close()
 		}
 		b.redlock = nil
-		for _, stop := range stops {
-			stop()
-		}
-	}
-	for range 3 {
-		addr, stop, err := startRedisServer(ctx, path)
-		if err != nil {
-			stopAll()
-			return "", nil, fmt.Errorf("redlock: %w", err)
-		}
-		addrs, stops = append(addrs, addr), append(stops, stop)
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr}))
+		stopServers()
 	}
 	b.log.Info("locks: started three private redis-servers for Redlock", "addrs", addrs)
 	return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil
-}
-
-// startRedisServer runs a private redis-server on a free port, without
-// persistence, as the demo does.
-func startRedisServer(ctx context.Context, path string) (string, func(), error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	dir, err := os.MkdirTemp("", "stockguard-bench-redis-")
-	if err != nil {
-		return "", nil, err
-	}
-	cmd := exec.CommandContext(context.WithoutCancel(ctx), path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := topology.WaitRedis(ctx, addr); err != nil {
-		stop()
-		return "", nil, err
-	}
-	return addr, stop, nil
 }
 
 // probeLockService starts one replica with env and stops it once it listens.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
+
+	"github.com/stockguard/stockguard/internal/topology"
 )
 
 // startLockService returns the replicas' STOCKGUARD_LOCK_URL for -lock kind:
@@ -21,20 +23,9 @@ func startLockService(ctx context.Context, kind, databaseURL string, log *slog.L
 		if err != nil {
 			return "", nil, errors.New("-lock redlock starts three redis-servers: none is on the PATH")
 		}
-		var addrs []string
-		var stops []func()
-		stopAll := func() {
-			for _, stop := range stops {
-				stop()
-			}
-		}
-		for range 3 {
-			addr, stop, err := startRedisServer(ctx, path)
-			if err != nil {
-				stopAll()
-				return "", nil, err
-			}
-			addrs, stops = append(addrs, addr), append(stops, stop)
+		addrs, stopAll, err := topology.StartRedisServers(ctx, path, 3)
+		if err != nil {
+			return "", nil, err
 		}
 		log.Info("started three private redis-servers for Redlock", "addrs", addrs)
 		return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -253,7 +252,7 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 		return url, func() {}, nil
 	}
 	if path, err := exec.LookPath("redis-server"); err == nil {
-		addr, stop, err := startRedisServer(ctx, path)
+		addr, stop, err := topology.StartRedisServer(ctx, path)
 		if err != nil {
 			return "", nil, err
 		}
@@ -266,32 +265,4 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 	}
 	log.Info("no redis-server on the PATH: using an embedded Redis (miniredis)", "addr", addr)
 	return "redis://" + addr + "/0", stop, nil
-}
-
-// startRedisServer starts the redis-server at path on a free loopback port,
-// keeping nothing on disk, and returns its address once it answers.
-func startRedisServer(ctx context.Context, path string) (string, func(), error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	dir, err := os.MkdirTemp("", "stockguard-demo-")
-	if err != nil {
-		return "", nil, err
-	}
-	cmd := exec.CommandContext(ctx, path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := topology.WaitRedis(ctx, addr); err != nil {
-		stop()
-		return "", nil, err
-	}
-	return addr, stop, nil
 }

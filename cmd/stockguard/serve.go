@@ -104,9 +104,6 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()
 	defer func() { stopSweeper(); <-sweeping }() // its lease released before the connections close
 	ready := func(ctx context.Context) error {
-		if ls.kind == "redis" && cfg.lockURL == "" {
-			return errors.Join(rdb.Ping(ctx).Err(), sqlDB.PingContext(ctx))
-		}
 		return errors.Join(rdb.Ping(ctx).Err(), ls.ping(ctx), sqlDB.PingContext(ctx))
 	}
 	//nolint:contextcheck // gin handlers take their context from the request
