@@ -1,0 +1,176 @@
+// Package lockserver starts private lock servers (etcd, ZooKeeper, Azurite) on
+// free loopback ports, each in a directory of its own, for the tests, demos and
+// benchmarks that pause, kill or restart them. A Server is one process; its
+// data directory outlives Kill, so Restart brings the same server back with
+// what it had persisted.
+//
+// Each kind has its starter in a file of its own (etcd.go, zookeeper.go,
+// azurite.go); this file is the process they share.
+package lockserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrNotInstalled is returned by a starter whose server is not on this machine.
+var ErrNotInstalled = errors.New("lockserver: server not installed")
+
+// Server is one private server process.
+type Server struct {
+	// Addr is the host:port clients dial.
+	Addr string
+	// Dir is the server's own directory: its data and its log (server.log).
+	Dir string
+
+	name  string
+	argv  []string
+	env   []string
+	ready func(ctx context.Context) error
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
+}
+
+// process describes a server to start: its argv, extra environment, and how to
+// tell it answers.
+type process struct {
+	name  string
+	argv  []string
+	env   []string
+	dir   string
+	addr  string
+	ready func(ctx context.Context) error
+}
+
+// start runs p and waits, within ctx, until p.ready succeeds.
+func start(ctx context.Context, p process) (*Server, error) {
+	s := &Server{Addr: p.addr, Dir: p.dir, name: p.name, argv: p.argv, env: p.env, ready: p.ready}
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) run(ctx context.Context) error {
+	logf, err := os.OpenFile(s.Dir+"/server.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	// The process outlives ctx: it is the caller's to stop.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), s.argv[0], s.argv[1:]...) //nolint:gosec // argv is built by this package
+	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("lockserver: start %s: %w", s.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	if err := s.waitReady(ctx, exited); err != nil {
+		s.Kill()
+		return err
+	}
+	return nil
+}
+
+// waitReady polls ready until it succeeds, the process exits or ctx ends.
+func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		last = s.ready(actx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("lockserver: %s exited while starting (see %s/server.log): %w", s.name, s.Dir, last)
+		case <-ctx.Done():
+			return fmt.Errorf("lockserver: %s on %s did not answer: %w", s.name, s.Addr, last)
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// Pause stops the process with SIGSTOP: its connections stay open, nothing
+// answers on them.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Kill ends the process at once (SIGKILL) and waits for it; the directory is
+// kept. Killing a server not running does nothing.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Restart kills the server if it runs and starts it again on the same port and
+// directory, waiting within ctx until it answers.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Kill()
+	return s.run(ctx)
+}
+
+// Close kills the server and removes its directory.
+func (s *Server) Close() error {
+	s.Kill()
+	return os.RemoveAll(s.Dir)
+}
+
+// FreePort returns a loopback TCP port nothing listens on now. Another process
+// may take it before the server does; starters then fail and may be retried.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // a port probe, closed at once
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// loopback is 127.0.0.1:port.
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// newDir makes the server's directory: under parent when it is not empty (a
+// test's TempDir), else a new temporary directory.
+func newDir(parent, kind string) (string, error) {
+	if parent != "" {
+		return os.MkdirTemp(parent, kind+"-")
+	}
+	return os.MkdirTemp("", "stockguard-"+kind+"-")
+}
