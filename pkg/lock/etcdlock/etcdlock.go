@@ -61,13 +61,12 @@ type Backend struct {
 	prefix string
 	log    *slog.Logger
 
-	ctx    context.Context // ends at Close: the watches' and revocations' lifetime
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // watches and revocations under way
+	wg sync.WaitGroup // watches and revocations under way
 
 	mu      sync.Mutex
 	closed  bool
-	leases  map[string]*held // by owner value
+	leases  map[string]*held                 // by owner value
+	pending map[*context.CancelFunc]struct{} // background calls' cancels, for Close
 	subs    map[*subscriber]struct{}
 	watches map[string]*watch // by resource name
 }
@@ -96,11 +95,10 @@ func New(cli *clientv3.Client, opt *Options) (*Backend, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	return &Backend{
 		cli: cli, prefix: o.Prefix, log: o.Logger.With("lock", "etcd"),
-		ctx: ctx, cancel: cancel,
-		leases: map[string]*held{}, subs: map[*subscriber]struct{}{}, watches: map[string]*watch{},
+		leases: map[string]*held{}, pending: map[*context.CancelFunc]struct{}{},
+		subs: map[*subscriber]struct{}{}, watches: map[string]*watch{},
 	}, nil
 }
 
@@ -157,8 +155,13 @@ func (b *Backend) Close() error {
 		close(s.ch)
 	}
 	clear(b.subs)
+	for c := range b.pending {
+		(*c)()
+	}
+	for _, w := range b.watches {
+		w.cancel()
+	}
 	b.mu.Unlock()
-	b.cancel()
 	b.wg.Wait()
 	return nil
 }
@@ -223,12 +226,12 @@ func (b *Backend) Obtain(ctx context.Context, names []string, value string, ttl 
 	}
 	if !resp.Succeeded {
 		b.forget(value)
-		b.revokeLater(g.ID)
+		b.revokeLater(ctx, g.ID)
 		var busy []string
 		for i, n := range names {
 			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				busy = append(busy, n)
-				b.watchHolder(n, resp.Header.Revision+1)
+				b.watchHolder(ctx, n, resp.Header.Revision+1)
 			}
 		}
 		return nil, fmt.Errorf("etcdlock: %v: %w", busy, lock.ErrBusy)
@@ -276,24 +279,44 @@ func (b *Backend) forget(value string) *held {
 	return h
 }
 
-func (b *Backend) lookup(value string) *held {
+// lookup returns value's lease if it covers names (Release may have dropped
+// some), and its ID and TTL read under the lock.
+func (b *Backend) lookup(value string, names []string) (h *held, id clientv3.LeaseID, ttl int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.leases[value]
+	h = b.leases[value]
+	if h == nil || !subset(names, h.names) {
+		return nil, 0, 0
+	}
+	return h, h.id, h.ttl
 }
 
 // revokeLater revokes a lease nobody uses without delaying the caller; a
 // failure leaves it to expire with its TTL (it holds no key).
-func (b *Backend) revokeLater(id clientv3.LeaseID) {
+func (b *Backend) revokeLater(ctx context.Context, id clientv3.LeaseID) {
+	// Past the caller's deadline (it has its answer), until Close.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	b.background(ctx, cancel, func(ctx context.Context) { _, _ = b.cli.Revoke(ctx, id) })
+}
+
+// background runs fn(ctx) in a goroutine that Close cancels (cancel) and waits
+// for; after Close it does nothing.
+func (b *Backend) background(ctx context.Context, cancel context.CancelFunc, fn func(context.Context)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		cancel()
 		return
 	}
+	b.pending[&cancel] = struct{}{}
 	b.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(b.ctx, revokeTimeout)
-		defer cancel()
-		_, _ = b.cli.Revoke(ctx, id)
+		defer func() {
+			b.mu.Lock()
+			delete(b.pending, &cancel)
+			b.mu.Unlock()
+			cancel()
+		}()
+		fn(ctx)
 	})
 }
 
@@ -301,14 +324,14 @@ func (b *Backend) revokeLater(id clientv3.LeaseID) {
 // from now. A lease etcd no longer has (expired, revoked) fails with
 // lock.ErrNotHeld, as does a value this Backend did not obtain.
 func (b *Backend) Renew(ctx context.Context, names []string, value string, ttl time.Duration) error {
-	h := b.lookup(value)
-	if h == nil || !subset(names, h.names) {
+	h, id, granted := b.lookup(value, names)
+	if h == nil {
 		return fmt.Errorf("etcdlock: renew: %w", lock.ErrNotHeld)
 	}
-	if leaseSeconds(ttl) > h.ttl {
-		return fmt.Errorf("%w: etcdlock: renew for %s, the lease was granted %ds", lock.ErrInvalidOptions, ttl, h.ttl)
+	if leaseSeconds(ttl) > granted {
+		return fmt.Errorf("%w: etcdlock: renew for %s, the lease was granted %ds", lock.ErrInvalidOptions, ttl, granted)
 	}
-	if _, err := b.cli.KeepAliveOnce(ctx, h.id); err != nil {
+	if _, err := b.cli.KeepAliveOnce(ctx, id); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			b.mu.Lock()
 			if b.leases[value] == h {
@@ -348,7 +371,7 @@ func (b *Backend) Held(ctx context.Context, name, value string) (bool, error) {
 func (b *Backend) Release(ctx context.Context, names []string, value string) error {
 	b.mu.Lock()
 	h := b.leases[value]
-	whole := h != nil && len(names) == len(h.names) && subset(names, h.names)
+	whole := h != nil && subset(h.names, names) // every key of the lease goes
 	if whole {
 		delete(b.leases, value)
 	} else if h != nil {

@@ -74,13 +74,15 @@ func (b *Backend) announce(names ...string) {
 // subscribes, the name is watched already, or maxWatches are under way, and
 // announces name on its deletion. The watch needs a leader, so that a member cut
 // off from the cluster breaks it instead of keeping it silent.
-func (b *Backend) watchHolder(name string, from int64) {
+func (b *Backend) watchHolder(ctx context.Context, name string, from int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed || len(b.subs) == 0 || b.watches[name] != nil || len(b.watches) >= maxWatches {
 		return
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
+	// The watch outlives the Obtain that found the holder, until the release,
+	// the last subscriber's stop, or Close.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &watch{cancel: cancel}
 	b.watches[name] = w
 	b.wg.Go(func() {
