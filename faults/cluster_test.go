@@ -44,6 +44,7 @@ type cluster struct {
 	// redlock's masters, with clusterOptions.lock "redlock"; lockURL the
 	// replicas' STOCKGUARD_LOCK_URL (application_name added per replica).
 	redlock *testenv.Redlock
+	etcd    *testenv.Etcd // with clusterOptions.lock "etcd"
 	lockURL string
 	rdb     redis.UniversalClient  // straight to Redis (its master), never through a link
 	group   *testenv.SentinelGroup // with clusterOptions.sentinel
@@ -116,6 +117,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		c.lockURL = c.redlock.URL()
 	case "postgres":
 		c.lockURL = testenv.NewDatabase(t, testenv.Postgres)
+	case "etcd":
+		c.etcd = testenv.StartEtcd(t)
+		c.lockURL = c.etcd.URL
 	default:
 		t.Fatalf("unknown lock service %q", o.lock)
 	}
@@ -226,6 +230,8 @@ func (c *cluster) env(idx int, name string) []string {
 		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
 	case "postgres":
 		env = append(env, "STOCKGUARD_LOCK_URL="+withQuery(c.lockURL, "application_name", lockApp(name)))
+	case "etcd":
+		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
 	}
 	return append(env, c.opts.env...)
 }

@@ -27,6 +27,7 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 		{"redis://:pw-x9q@" + a + "/0", "lock service redis at redis://" + a + " does not answer"},
 		{"redlock://:pw-x9q@" + a + "," + b + "," + c + "/0", "0 of 3 nodes answered, a majority is 2"},
 		{"postgres://postgres:pw-x9q@" + a + "/x?sslmode=disable", "lock service postgres at postgres://" + a},
+		{"etcd://root:pw-x9q@" + a + "/x", "lock service etcd at etcd://" + a + " does not answer"},
 	} {
 		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -399,6 +399,8 @@ func lockServiceUsed(t *testing.T, kind, lockURL string, c *cluster) {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
+	case "etcd":
+		etcdLockUsed(ctx, t, lockURL)
 	}
 }
 

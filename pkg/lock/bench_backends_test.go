@@ -1,10 +1,11 @@
 package lock_test
 
-// The Redlock and PostgreSQL entries of the micro-benchmarks (bench_test.go).
+// The Redlock, PostgreSQL and etcd entries of the micro-benchmarks (bench_test.go).
 
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -14,8 +15,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/etcdlock"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
@@ -130,6 +135,50 @@ func init() {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+		}
+	}})
+
+	// etcd: a private single member (lockserver.Etcd), a key prefix of the run's
+	// own. Round trips are the writes on the client's gRPC connection (HTTP/2
+	// frames batched per flush: one request is about one write, but window
+	// updates and pings add some).
+	addBenchBackend(benchBackend{name: "etcd", open: func(b *testing.B) *benchEnv {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		srv, err := lockserver.Etcd(ctx, b.TempDir())
+		if errors.Is(err, lockserver.ErrNotInstalled) {
+			skipOrFail(b, "etcd: %v", err)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = srv.Close() })
+		url := "etcd://" + srv.Addr + "/bench-" + randomID()
+		return &benchEnv{
+			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
+				cfg, prefix, err := etcdlock.ParseURL(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				dial := countingDial(writes)
+				cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+					return dial(ctx, "tcp", addr)
+				}))
+				cli, err := clientv3.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				be, err := etcdlock.New(cli, &etcdlock.Options{Prefix: prefix})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c, err := lock.NewClient(be, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close(); _ = be.Close(); _ = cli.Close() })
 				return c
 			},
 		}

@@ -1,0 +1,38 @@
+package etcdlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/locktest"
+)
+
+// The etcd backend passes the conformance suite on a private etcd: each space
+// is a key prefix of its own, each open a Backend on a client of its own.
+// Pause stops the etcd process (SIGSTOP): no renewal answers, and its leases
+// run out on its clock while it is stopped. Restart kills it and starts it on
+// the same data directory; tokens are revisions, which etcd persists, so they
+// keep growing across it.
+func TestEtcdConformance(t *testing.T) {
+	s := startEtcd(t)
+	locktest.Run(t, locktest.Harness{
+		Space: func(t testing.TB) func(testing.TB) lock.Backend {
+			sp := newSpace(t, s)
+			return func(t testing.TB) lock.Backend { return sp.open(t) }
+		},
+		Pause: func(testing.TB) func() {
+			s.Pause()
+			return s.Resume
+		},
+		Restart: func(t testing.TB) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := s.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+		},
+		TokensSurviveRestart: true,
+	})
+}
