@@ -12,7 +12,7 @@ import (
 // startEtcdLockService starts a private etcd (from the PATH) for -lock etcd and
 // returns its --lock-url and the function that stops it and removes its data.
 func startEtcdLockService(ctx context.Context, log *slog.Logger) (string, func(), error) {
-	s, err := lockserver.Etcd(ctx, "")
+	s, err := lockserver.StartEtcd(ctx, "")
 	if errors.Is(err, lockserver.ErrNotInstalled) {
 		return "", nil, errors.New("-lock etcd starts a private etcd: no etcd is on the PATH (Debian: apt-get install etcd-server)")
 	}

@@ -24,7 +24,7 @@ func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := lockserver.Etcd(ctx, t.TempDir())
+	s, err := lockserver.StartEtcd(ctx, t.TempDir())
 	if errors.Is(err, lockserver.ErrNotInstalled) && !RequireReal() {
 		t.Skip(err)
 	}

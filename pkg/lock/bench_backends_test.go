@@ -140,14 +140,14 @@ func init() {
 		}
 	}})
 
-	// etcd: a private single member (lockserver.Etcd), a key prefix of the run's
+	// etcd: a private single member (lockserver.StartEtcd), a key prefix of the run's
 	// own. Round trips are the writes on the client's gRPC connection (HTTP/2
 	// frames batched per flush: one request is about one write, but window
 	// updates and pings add some).
 	addBenchBackend(benchBackend{name: "etcd", open: func(b *testing.B) *benchEnv {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		srv, err := lockserver.Etcd(ctx, b.TempDir())
+		srv, err := lockserver.StartEtcd(ctx, b.TempDir())
 		if errors.Is(err, lockserver.ErrNotInstalled) {
 			skipOrFail(b, "etcd: %v", err)
 		}

@@ -22,7 +22,7 @@ func startEtcd(t testing.TB) *lockserver.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := lockserver.Etcd(ctx, t.TempDir())
+	s, err := lockserver.StartEtcd(ctx, t.TempDir())
 	if errors.Is(err, lockserver.ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") != "1" {
 		t.Skip(err)
 	}

@@ -11,13 +11,13 @@ import (
 	"strings"
 )
 
-// Etcd starts a private single-member etcd on two free loopback ports (client
+// StartEtcd starts a private single-member etcd on two free loopback ports (client
 // and peer), with its data in a new directory under parent (see newDir), and
 // waits within ctx until it serves: its /health answers true, which needs a
 // leader. It fails with ErrNotInstalled when no etcd binary is on the PATH.
 // Restart brings the member back on the same ports and data, so what it had
 // committed (keys, leases, the revision) survives.
-func Etcd(ctx context.Context, parent string) (*Server, error) {
+func StartEtcd(ctx context.Context, parent string) (*Server, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, fmt.Errorf("%w: etcd: %w", ErrNotInstalled, err)

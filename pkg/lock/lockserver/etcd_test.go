@@ -13,7 +13,7 @@ import (
 func TestEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Etcd(ctx, t.TempDir())
+	s, err := StartEtcd(ctx, t.TempDir())
 	if errors.Is(err, ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "" {
 		t.Skip(err)
 	}
