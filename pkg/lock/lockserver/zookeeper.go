@@ -2,7 +2,6 @@ package lockserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -46,7 +45,8 @@ func ZooKeeperClasspath() (java, classpath string, err error) {
 
 // StartZooKeeper starts a standalone ZooKeeper server on a free loopback port,
 // in a new directory under parent (a temporary one when parent is empty), and
-// waits within ctx until it answers "ruok". The JVM is started directly, not
+// waits within ctx until it serves clients (its "srvr" answer names its
+// mode; "ruok" would answer before the database is loaded). The JVM is started directly, not
 // through a script, so that Pause and Kill reach the server itself. Its data
 // (snapshots and transaction log) lives in Dir/data and survives Kill and
 // Restart. It fails with ErrNotInstalled without java or ZooKeeper's jars.
@@ -86,7 +86,7 @@ func StartZooKeeper(ctx context.Context, parent string) (*Server, error) {
 			"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg")},
 		dir:   dir,
 		addr:  addr,
-		ready: func(ctx context.Context) error { return ruok(ctx, addr) },
+		ready: func(ctx context.Context) error { return serving(ctx, addr) },
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -95,9 +95,9 @@ func StartZooKeeper(ctx context.Context, parent string) (*Server, error) {
 	return s, nil
 }
 
-// ruok asks a ZooKeeper server the four-letter word "ruok"; it answers "imok"
-// once it serves clients.
-func ruok(ctx context.Context, addr string) error {
+// serving asks a ZooKeeper server the four-letter word "srvr"; it names its
+// mode only once it serves clients.
+func serving(ctx context.Context, addr string) error {
 	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
@@ -106,15 +106,15 @@ func ruok(ctx context.Context, addr string) error {
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	if _, err := c.Write([]byte("ruok")); err != nil {
+	if _, err := c.Write([]byte("srvr")); err != nil {
 		return err
 	}
-	b, err := io.ReadAll(io.LimitReader(c, 16))
+	b, err := io.ReadAll(io.LimitReader(c, 4096))
 	if err != nil {
 		return err
 	}
-	if string(b) != "imok" {
-		return errors.New("zookeeper answered " + fmt.Sprintf("%q", b) + " to ruok")
+	if !strings.Contains(string(b), "Mode: ") {
+		return fmt.Errorf("zookeeper is not serving yet: %q", strings.TrimSpace(string(b)))
 	}
 	return nil
 }
