@@ -206,7 +206,7 @@ func (b *Backend) Obtain(ctx context.Context, names []string, value string, ttl 
 	}
 	if err != nil {
 		// The transaction may have been applied though its answer was lost.
-		b.cleanupLater(names, value, nil)
+		b.cleanupLater(ctx, names, value, nil)
 		return nil, fmt.Errorf("zklock: obtain: %w", err)
 	}
 	paths := make([]string, len(names))
@@ -216,7 +216,7 @@ func (b *Backend) Obtain(ctx context.Context, names []string, value string, ttl 
 	states, err := b.decide(ctx, names, paths, value)
 	if err != nil {
 		if derr := b.deleteAll(ctx, paths); derr != nil {
-			b.cleanupLater(names, value, paths)
+			b.cleanupLater(ctx, names, value, paths)
 		}
 		if errors.Is(err, lock.ErrBusy) {
 			return nil, err
@@ -393,7 +393,7 @@ func (b *Backend) contend(ctx context.Context, name, path, value string) (busy b
 		return false, err
 	}
 	if i := slices.Index(live, true); i >= 0 {
-		b.watch(name, b.resource(name)+"/"+lower[i])
+		b.watch(ctx, name, b.resource(name)+"/"+lower[i])
 		return true, nil
 	}
 	return false, nil
@@ -457,7 +457,7 @@ func (b *Backend) Release(ctx context.Context, names []string, value string) err
 		return nil
 	}
 	if err := b.deleteAll(ctx, paths); err != nil {
-		b.cleanupLater(released, value, paths)
+		b.cleanupLater(ctx, released, value, paths)
 		return fmt.Errorf("zklock: release: %w", err)
 	}
 	for _, n := range released {
@@ -544,7 +544,8 @@ func (b *Backend) announce(name string) {
 // watch announces name when the lease node at path is deleted, while anyone
 // subscribes; one watch per node. A renewal fires the watch too: it is set
 // again, watchRearms times at most, for watchFor at most.
-func (b *Backend) watch(name, path string) {
+func (b *Backend) watch(ctx context.Context, name, path string) {
+	bg := context.WithoutCancel(ctx) // the watch outlives the try that set it
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.subs) == 0 || b.watching[path] || b.isClosed() {
@@ -558,7 +559,7 @@ func (b *Backend) watch(name, path string) {
 		end := time.NewTimer(watchFor)
 		defer end.Stop()
 		for range watchRearms {
-			ctx, cancel := context.WithTimeout(context.Background(), watchFor)
+			ctx, cancel := context.WithTimeout(bg, watchFor)
 			type got struct {
 				ok bool
 				ch <-chan zk.Event
@@ -637,7 +638,8 @@ func (b *Backend) deleteAll(ctx context.Context, paths []string) error {
 // nodes at paths, or, when they are not known (a create whose answer was
 // lost), the children of the resources that carry value's prefix. Until then
 // the nodes block others for their TTL at most.
-func (b *Backend) cleanupLater(names []string, value string, paths []string) {
+func (b *Backend) cleanupLater(ctx context.Context, names []string, value string, paths []string) {
+	bg := context.WithoutCancel(ctx) // the caller's deadline has passed, or is near
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.isClosed() {
@@ -646,7 +648,7 @@ func (b *Backend) cleanupLater(names []string, value string, paths []string) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := context.WithTimeout(bg, cleanupTimeout)
 		defer cancel()
 		for try := range cleanupTries {
 			err := b.cleanup(ctx, names, value, paths)
