@@ -44,6 +44,7 @@ type cluster struct {
 	// redlock's masters, with clusterOptions.lock "redlock"; lockURL the
 	// replicas' STOCKGUARD_LOCK_URL (application_name added per replica).
 	redlock *testenv.Redlock
+	zk      *testenv.ZooKeeper // with clusterOptions.lock "zk"
 	lockURL string
 	rdb     redis.UniversalClient  // straight to Redis (its master), never through a link
 	group   *testenv.SentinelGroup // with clusterOptions.sentinel
@@ -85,6 +86,7 @@ type clusterOptions struct {
 	// Redis; "redlock" three private redis-servers (testenv.StartRedlock);
 	// "postgres" a PostgreSQL schema of its own, each replica's sessions named
 	// by lockApp.
+	// "zk" a private ZooKeeper (testenv.StartZooKeeper).
 	lock string
 }
 
@@ -116,6 +118,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		c.lockURL = c.redlock.URL()
 	case "postgres":
 		c.lockURL = testenv.NewDatabase(t, testenv.Postgres)
+	case "zk":
+		c.zk = testenv.StartZooKeeper(t)
+		c.lockURL = c.zk.URL()
 	default:
 		t.Fatalf("unknown lock service %q", o.lock)
 	}
@@ -223,6 +228,8 @@ func (c *cluster) env(idx int, name string) []string {
 	}
 	switch c.opts.lock {
 	case "redlock":
+		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
+	case "zk":
 		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
 	case "postgres":
 		env = append(env, "STOCKGUARD_LOCK_URL="+withQuery(c.lockURL, "application_name", lockApp(name)))
