@@ -5,6 +5,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -16,8 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
+	"github.com/stockguard/stockguard/pkg/lock/zklock"
 )
 
 // benchDatabaseURL is the PostgreSQL of the postgres entry: the test database's
@@ -126,6 +129,43 @@ func init() {
 		return &benchEnv{
 			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
 				c, err := lock.NewClient(open(b, writes), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+		}
+	}})
+
+	// ZooKeeper: a private standalone server (its transaction log fsynced on
+	// the machine's disk), one session per client.
+	addBenchBackend(benchBackend{name: "zk", open: func(b *testing.B) *benchEnv {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := lockserver.StartZooKeeper(ctx, b.TempDir())
+		if errors.Is(err, lockserver.ErrNotInstalled) {
+			skipOrFail(b, "zk: %v", err)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		root := "/bench-" + randomID()
+		return &benchEnv{
+			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
+				dial := countingDial(writes)
+				be, err := zklock.New([]string{s.Addr}, &zklock.Options{Root: root,
+					Dialer: func(network, addr string, timeout time.Duration) (net.Conn, error) {
+						ctx, cancel := context.WithTimeout(context.Background(), timeout)
+						defer cancel()
+						return dial(ctx, network, addr)
+					}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(be.Close)
+				c, err := lock.NewClient(be, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

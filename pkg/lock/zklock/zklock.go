@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,10 @@ type Options struct {
 	// package documentation for how it and the lease's TTL interact. Default
 	// DefaultSessionTimeout.
 	SessionTimeout time.Duration
+
+	// Dialer, when set, dials the servers (a test counts or proxies the
+	// connections). Default net.DialTimeout.
+	Dialer zk.Dialer
 
 	// Logger receives the Backend's events and the ZooKeeper client's own
 	// messages (at Warn). Default slog.Default().
@@ -130,7 +135,10 @@ func New(servers []string, opt *Options) (*Backend, error) {
 		watching: map[string]bool{},
 		closed:   make(chan struct{}),
 	}
-	conn, _, err := zk.Connect(servers, o.SessionTimeout,
+	if o.Dialer == nil {
+		o.Dialer = net.DialTimeout
+	}
+	conn, _, err := zk.Connect(servers, o.SessionTimeout, zk.WithDialer(o.Dialer),
 		zk.WithLogger(zkLogger{b.log}), zk.WithLogInfo(false), zk.WithEventCallback(b.event))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
