@@ -169,3 +169,49 @@ func TestReleaseAnnounced(t *testing.T) {
 		t.Fatalf("obtain after the announced release: %v", err)
 	}
 }
+
+// A session that expires (the server stopped past it, here) takes its lease
+// nodes with it; the Backend then forgets its leases, so that Held and Renew
+// answer at once, without the server.
+func TestSessionExpiryLosesLeases(t *testing.T) {
+	s := startServer(t)
+	root := "/expiry-" + randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: 400 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Obtain(ctx, []string{"r"}, "v", time.Minute, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	<-time.After(2 * time.Second) // the fault: the server stopped past the session timeout
+	s.Resume()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		held, err := b.Held(ctx, "r", "v")
+		if err == nil && !held {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("still held (%v, %v) a minute after the session's server stopped past it", held, err)
+		case <-tick.C:
+		}
+	}
+	// The lease is forgotten: with the server stopped again, Held and Renew
+	// still answer at once.
+	s.Pause()
+	defer s.Resume()
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if held, err := b.Held(short, "r", "v"); err != nil || held {
+		t.Fatalf("Held after the session expired: %v, %v; want false at once", held, err)
+	}
+	if err := b.Renew(short, []string{"r"}, "v", time.Minute); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Renew after the session expired: %v, want ErrNotHeld at once", err)
+	}
+}
