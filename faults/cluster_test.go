@@ -44,7 +44,8 @@ type cluster struct {
 	// redlock's masters, with clusterOptions.lock "redlock"; lockURL the
 	// replicas' STOCKGUARD_LOCK_URL (application_name added per replica).
 	redlock *testenv.Redlock
-	etcd    *testenv.Etcd // with clusterOptions.lock "etcd"
+	etcd    *testenv.Etcd      // with clusterOptions.lock "etcd"
+	zk      *testenv.ZooKeeper // with clusterOptions.lock "zk"
 	lockURL string
 	rdb     redis.UniversalClient  // straight to Redis (its master), never through a link
 	group   *testenv.SentinelGroup // with clusterOptions.sentinel
@@ -86,6 +87,7 @@ type clusterOptions struct {
 	// Redis; "redlock" three private redis-servers (testenv.StartRedlock);
 	// "postgres" a PostgreSQL schema of its own, each replica's sessions named
 	// by lockApp.
+	// "zk" a private ZooKeeper (testenv.StartZooKeeper).
 	lock string
 }
 
@@ -120,6 +122,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	case "etcd":
 		c.etcd = testenv.StartEtcd(t)
 		c.lockURL = c.etcd.URL
+	case "zk":
+		c.zk = testenv.StartZooKeeper(t)
+		c.lockURL = c.zk.URL()
 	default:
 		t.Fatalf("unknown lock service %q", o.lock)
 	}
@@ -228,10 +233,10 @@ func (c *cluster) env(idx int, name string) []string {
 	switch c.opts.lock {
 	case "redlock":
 		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
+	case "etcd", "zk":
+		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
 	case "postgres":
 		env = append(env, "STOCKGUARD_LOCK_URL="+withQuery(c.lockURL, "application_name", lockApp(name)))
-	case "etcd":
-		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
 	}
 	return append(env, c.opts.env...)
 }

@@ -36,6 +36,8 @@ func startLockService(ctx context.Context, kind, databaseURL string, log *slog.L
 		return databaseURL, func() {}, nil
 	case "etcd":
 		return startEtcdLockService(ctx, log)
+	case "zk":
+		return startZooKeeper(ctx, log)
 	default:
 		return "", nil, fmt.Errorf("-lock %q: want redis, redlock or postgres", kind)
 	}

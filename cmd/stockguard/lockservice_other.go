@@ -45,6 +45,8 @@ func openOtherLockService(ctx context.Context, u *url.URL, cfg serveConfig) (*lo
 		return &lockService{backend: b, kind: "postgres", ping: b.Ping, close: closePool}, nil
 	case "etcd":
 		return openEtcdLockService(ctx, u, cfg)
+	case "zk":
+		return openZooKeeperLockService(ctx, u, cfg)
 	}
 	return nil, fmt.Errorf("lock-url: unknown scheme %q (want %s)", u.Scheme, lockKinds)
 }

@@ -12,7 +12,7 @@ import (
 
 // A lock service that does not answer stops the replica at start, with the
 // service named and no password shown: one Redis, Redlock (no majority
-// answers) and PostgreSQL.
+// answers), PostgreSQL and ZooKeeper.
 func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 	free := func() string {
 		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
@@ -28,6 +28,7 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 		{"redlock://:pw-x9q@" + a + "," + b + "," + c + "/0", "0 of 3 nodes answered, a majority is 2"},
 		{"postgres://postgres:pw-x9q@" + a + "/x?sslmode=disable", "lock service postgres at postgres://" + a},
 		{"etcd://root:pw-x9q@" + a + "/x", "lock service etcd at etcd://" + a + " does not answer"},
+		{"zk://" + a + "," + b + "/pw-x9q", "lock service zk at zk://" + a + "," + b + " does not answer"},
 	} {
 		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

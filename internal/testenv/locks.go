@@ -7,7 +7,7 @@ import (
 
 // LockKinds are the lock services the service can run on, as --lock-url
 // chooses them.
-func LockKinds() []string { return []string{"redis", "redlock", "postgres", "etcd"} }
+func LockKinds() []string { return []string{"redis", "redlock", "postgres", "etcd", "zk"} }
 
 // Redlock is three private redis-servers, the independent masters of a
 // Redlock lock service.
@@ -49,6 +49,8 @@ func LockURL(t testing.TB, kind string) string {
 		return NewDatabase(t, Postgres)
 	case "etcd":
 		return StartEtcd(t).URL
+	case "zk":
+		return StartZooKeeper(t).URL()
 	}
 	t.Fatalf("unknown lock service %q", kind)
 	return ""

@@ -1,6 +1,6 @@
 package lock_test
 
-// The Redlock, PostgreSQL and etcd entries of the micro-benchmarks (bench_test.go).
+// The Redlock, PostgreSQL, etcd and ZooKeeper entries of the micro-benchmarks (bench_test.go).
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
+	"github.com/stockguard/stockguard/pkg/lock/zklock"
 )
 
 // benchDatabaseURL is the PostgreSQL of the postgres entry: the test database's
@@ -179,6 +180,43 @@ func init() {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { _ = c.Close(); _ = be.Close(); _ = cli.Close() })
+				return c
+			},
+		}
+	}})
+
+	// ZooKeeper: a private standalone server (its transaction log fsynced on
+	// the machine's disk), one session per client.
+	addBenchBackend(benchBackend{name: "zk", open: func(b *testing.B) *benchEnv {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := lockserver.StartZooKeeper(ctx, b.TempDir())
+		if errors.Is(err, lockserver.ErrNotInstalled) {
+			skipOrFail(b, "zk: %v", err)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		root := "/bench-" + randomID()
+		return &benchEnv{
+			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
+				dial := countingDial(writes)
+				be, err := zklock.New([]string{s.Addr}, &zklock.Options{Root: root,
+					Dialer: func(network, addr string, timeout time.Duration) (net.Conn, error) {
+						ctx, cancel := context.WithTimeout(context.Background(), timeout)
+						defer cancel()
+						return dial(ctx, network, addr)
+					}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(be.Close)
+				c, err := lock.NewClient(be, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
 				return c
 			},
 		}

@@ -1,0 +1,37 @@
+package zklock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/locktest"
+)
+
+// The ZooKeeper backend passes the conformance suite on a private server: each
+// space is a root node of its own, each open a Backend on a session of its
+// own. Pause stops the server's JVM (SIGSTOP); Restart kills it and starts it
+// again on its data directory, and the tokens, from the resources' pzxid and
+// persisted floor, keep growing across it.
+func TestZooKeeperConformance(t *testing.T) {
+	s := startServer(t)
+	locktest.Run(t, locktest.Harness{
+		Space: func(t testing.TB) func(testing.TB) lock.Backend {
+			root := "/conformance-" + randomID()
+			return func(t testing.TB) lock.Backend { return open(t, s, root) }
+		},
+		Pause: func(testing.TB) func() {
+			s.Pause()
+			return s.Resume
+		},
+		Restart: func(t testing.TB) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := s.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+		},
+		TokensSurviveRestart: true,
+	})
+}

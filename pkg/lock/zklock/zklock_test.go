@@ -1,0 +1,217 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/zklock"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url     string
+		servers []string
+		chroot  string
+		bad     bool
+	}{
+		{url: "zk://h1:2181", servers: []string{"h1:2181"}},
+		{url: "zk://h1:2181,h2:2182/", servers: []string{"h1:2181", "h2:2182"}},
+		{url: "zk://h1,h2/app/locks", servers: []string{"h1:2181", "h2:2181"}, chroot: "/app/locks"},
+		{url: "zk://[::1]:2181/x/", servers: []string{"[::1]:2181"}, chroot: "/x"},
+		{url: "zk://u:secret@h1:2181", bad: true},
+		{url: "zk://h1:2181?session_timeout=1s", bad: true},
+		{url: "zk://h1:2181,,h2", bad: true},
+		{url: "zk://h1/a//b", bad: true},
+		{url: "redis://h1:6379", bad: true},
+	} {
+		servers, chroot, err := zklock.ParseURL(tc.url)
+		switch {
+		case tc.bad && !errors.Is(err, lock.ErrInvalidOptions):
+			t.Errorf("%s: %v, want ErrInvalidOptions", tc.url, err)
+		case tc.bad:
+			if msg := err.Error(); len(msg) == 0 || strings.Contains(msg, "secret") {
+				t.Errorf("%s: error %q shows the password", tc.url, msg)
+			}
+		case err != nil || !slices.Equal(servers, tc.servers) || chroot != tc.chroot:
+			t.Errorf("%s: %v %q %v, want %v %q", tc.url, servers, chroot, err, tc.servers, tc.chroot)
+		}
+	}
+}
+
+// Names ZooKeeper would refuse, and blocks past MaxBlock, are refused before
+// any request.
+func TestInvalidCalls(t *testing.T) {
+	if _, err := zklock.New([]string{"127.0.0.1:1"}, &zklock.Options{Root: "locks"}); !errors.Is(err, lock.ErrInvalidOptions) {
+		t.Fatalf("relative Root: %v, want ErrInvalidOptions", err)
+	}
+	b, err := zklock.New([]string{"127.0.0.1:1"}, nil) // never dialled successfully: no call reaches it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, names := range [][]string{nil, {""}, {"a/b"}, {".."}, {"x\x01"}} {
+		if _, err := b.Obtain(ctx, names, "v", time.Second, 1); !errors.Is(err, lock.ErrInvalidName) {
+			t.Errorf("names %q: %v, want ErrInvalidName", names, err)
+		}
+	}
+	if _, err := b.Obtain(ctx, []string{"a"}, "v", time.Second, zklock.MaxBlock+1); !errors.Is(err, lock.ErrInvalidOptions) {
+		t.Errorf("block over MaxBlock: %v, want ErrInvalidOptions", err)
+	}
+	if _, err := b.Obtain(ctx, []string{"a"}, "v/w", time.Second, 1); !errors.Is(err, lock.ErrInvalidOptions) {
+		t.Errorf("value with '/': %v, want ErrInvalidOptions", err)
+	}
+}
+
+// Tokens grow from holder to holder however the previous lease ended: its
+// session closed (the server deletes the node), its TTL ended (taken over),
+// released after an Advance far past its token.
+func TestTokensGrowHoweverTheLeaseEnds(t *testing.T) {
+	s := startServer(t)
+	root := "/tokens-" + randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obtain := func(b *zklock.Backend, v string, ttl time.Duration) int64 {
+		t.Helper()
+		for range 200 { // a taken-over lease is free once its TTL has passed on the leader's clock
+			tops, err := b.Obtain(ctx, []string{"r"}, v, ttl, 33)
+			if err == nil {
+				return tops[0]
+			}
+			if !errors.Is(err, lock.ErrBusy) {
+				t.Fatal(err)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("not obtained")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		t.Fatal("not obtained in 200 tries")
+		return 0
+	}
+	// Session closed while holding.
+	first := open(t, s, root)
+	t1 := obtain(first, "v1", 10*time.Second)
+	first.Close()
+	b := open(t, s, root)
+	t2 := obtain(b, "v2", 300*time.Millisecond)
+	if t2-33 < t1 {
+		t.Fatalf("after a closed session: block up to %d, not above %d", t2, t1)
+	}
+	// Left to end by its TTL, then taken over by another session.
+	other := open(t, s, root)
+	t3 := obtain(other, "v3", 10*time.Second)
+	if t3-33 < t2 {
+		t.Fatalf("after a takeover: block up to %d, not above %d", t3, t2)
+	}
+	if held, err := b.Held(ctx, "r", "v2"); err != nil || held {
+		t.Fatalf("the taken-over lease is still held: %v %v", held, err)
+	}
+	if err := b.Renew(ctx, []string{"r"}, "v2", time.Second); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("renewal of a taken-over lease: %v, want ErrNotHeld", err)
+	}
+	// Advanced far, released.
+	past := t3 + 1_000_000_000
+	n, err := other.Advance(ctx, "r", "v3", past)
+	if err != nil || n <= past {
+		t.Fatalf("advance past %d: %d, %v", past, n, err)
+	}
+	if err := other.Release(ctx, []string{"r"}, "v3"); err != nil {
+		t.Fatal(err)
+	}
+	t4 := obtain(b, "v4", 10*time.Second)
+	if t4-33 < n {
+		t.Fatalf("after an advance to %d: block up to %d", n, t4)
+	}
+}
+
+// A waiter that found the resource busy hears of its release.
+func TestReleaseAnnounced(t *testing.T) {
+	s := startServer(t)
+	root := "/announce-" + randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder, waiter := open(t, s, root), open(t, s, root)
+	names, stop, err := waiter.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stop() }()
+	if _, err := holder.Obtain(ctx, []string{"r"}, "h", 10*time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waiter.Obtain(ctx, []string{"r"}, "w", 10*time.Second, 1); !errors.Is(err, lock.ErrBusy) {
+		t.Fatalf("obtain while held: %v, want ErrBusy", err)
+	}
+	// A renewal in between fires the watch, which is set again.
+	if err := holder.Renew(ctx, []string{"r"}, "h", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx, []string{"r"}, "h"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-names:
+		if n != "r" {
+			t.Fatalf("announced %q, want r", n)
+		}
+	case <-ctx.Done():
+		t.Fatal("the release was not announced")
+	}
+	if _, err := waiter.Obtain(ctx, []string{"r"}, "w2", 10*time.Second, 1); err != nil {
+		t.Fatalf("obtain after the announced release: %v", err)
+	}
+}
+
+// A session that expires (the server stopped past it, here) takes its lease
+// nodes with it; the Backend then forgets its leases, so that Held and Renew
+// answer at once, without the server.
+func TestSessionExpiryLosesLeases(t *testing.T) {
+	s := startServer(t)
+	root := "/expiry-" + randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: 400 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Obtain(ctx, []string{"r"}, "v", time.Minute, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	<-time.After(2 * time.Second) // the fault: the server stopped past the session timeout
+	s.Resume()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		held, err := b.Held(ctx, "r", "v")
+		if err == nil && !held {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("still held (%v, %v) a minute after the session's server stopped past it", held, err)
+		case <-tick.C:
+		}
+	}
+	// The lease is forgotten: with the server stopped again, Held and Renew
+	// still answer at once.
+	s.Pause()
+	defer s.Resume()
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if held, err := b.Held(short, "r", "v"); err != nil || held {
+		t.Fatalf("Held after the session expired: %v, %v; want false at once", held, err)
+	}
+	if err := b.Renew(short, []string{"r"}, "v", time.Minute); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Renew after the session expired: %v, want ErrNotHeld at once", err)
+	}
+}
