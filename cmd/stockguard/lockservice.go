@@ -23,7 +23,7 @@ type lockService struct {
 }
 
 // lockKinds names the schemes --lock-url accepts, for its errors.
-const lockKinds = "redis://, rediss://, redlock:// or postgres://"
+const lockKinds = "redis://, rediss://, redlock://, postgres:// or azblob://"
 
 // openLockService opens the lock service of cfg.lockURL; an empty URL is the
 // cache's Redis (rdb), as before there was a choice. A bad URL or a service that
@@ -87,6 +87,7 @@ func checkLockURL(raw string, replicas int) error {
 	}
 	switch u.Scheme {
 	case "redis", "rediss", "redlock", "postgres", "postgresql":
+	case "azblob":
 	default:
 		return fmt.Errorf("lock-url: unknown scheme %q (want %s)", u.Scheme, lockKinds)
 	}

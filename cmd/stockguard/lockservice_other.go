@@ -43,6 +43,8 @@ func openOtherLockService(ctx context.Context, u *url.URL, cfg serveConfig) (*lo
 			return nil, fmt.Errorf("lock service postgres at %s: %w", redactedHost(u), err)
 		}
 		return &lockService{backend: b, kind: "postgres", ping: b.Ping, close: closePool}, nil
+	case "azblob":
+		return openAzblobLockService(ctx, u, cfg)
 	}
 	return nil, fmt.Errorf("lock-url: unknown scheme %q (want %s)", u.Scheme, lockKinds)
 }

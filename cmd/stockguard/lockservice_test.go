@@ -27,6 +27,7 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 		{"redis://:pw-x9q@" + a + "/0", "lock service redis at redis://" + a + " does not answer"},
 		{"redlock://:pw-x9q@" + a + "," + b + "," + c + "/0", "0 of 3 nodes answered, a majority is 2"},
 		{"postgres://postgres:pw-x9q@" + a + "/x?sslmode=disable", "lock service postgres at postgres://" + a},
+		{"azblob://locks/sku/", "lock service azblob at azblob://locks"},
 	} {
 		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -35,6 +36,8 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 				"DATABASE_URL":        "sqlite:" + filepath.Join(t.TempDir(), "x.db"),
 				"STOCKGUARD_LOCK_URL": tc.url,
 				"STOCKGUARD_ADDR":     "127.0.0.1:0",
+				// azblob's account: nothing listens at a; the SAS must not show.
+				"AZURE_STORAGE_CONNECTION_STRING": "BlobEndpoint=http://" + a + "/devstoreaccount1;SharedAccessSignature=sv=2020-08-04&sig=pw-x9q",
 			}
 			err := run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, io.Discard)
 			if err == nil {

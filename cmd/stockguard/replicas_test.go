@@ -399,6 +399,10 @@ func lockServiceUsed(t *testing.T, kind, lockURL string, c *cluster) {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
+	case "azblob":
+		if token, err := testenv.AzblobToken(ctx, lockURL, "HOT"); err != nil || token == 0 {
+			t.Errorf("no lock blob of HOT in the azblob container (token %d, %v): its locks were not taken there", token, err)
+		}
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 // LockKinds are the lock services the service can run on, as --lock-url
 // chooses them.
-func LockKinds() []string { return []string{"redis", "redlock", "postgres"} }
+func LockKinds() []string { return []string{"redis", "redlock", "postgres", "azblob"} }
 
 // Redlock is three private redis-servers, the independent masters of a
 // Redlock lock service.
@@ -47,6 +47,8 @@ func LockURL(t testing.TB, kind string) string {
 		return StartRedlock(t).URL()
 	case "postgres":
 		return NewDatabase(t, Postgres)
+	case "azblob":
+		return UseAzurite(t)
 	}
 	t.Fatalf("unknown lock service %q", kind)
 	return ""
