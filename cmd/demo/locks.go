@@ -34,6 +34,8 @@ func startLockService(ctx context.Context, kind, databaseURL string, log *slog.L
 			return "", nil, errors.New("-lock postgres takes its locks in the PostgreSQL of DATABASE_URL: set DATABASE_URL to a postgres:// URL")
 		}
 		return databaseURL, func() {}, nil
+	case "azblob":
+		return startAzurite(ctx, log)
 	default:
 		return "", nil, fmt.Errorf("-lock %q: want redis, redlock or postgres", kind)
 	}
