@@ -39,6 +39,15 @@ type Backend struct {
 
 	mu   sync.Mutex
 	held map[heldKey]*heldBlob // what this process wrote to the blobs it holds
+	seen map[string]sighting   // per name, since when this process sees another's lease unchanged
+}
+
+// sighting is a lock blob held by another owner as this process saw it: its
+// ETag, and when the first read that returned that ETag came back (local
+// monotonic clock). The holder's last write came before that read.
+type sighting struct {
+	etag azcore.ETag
+	at   time.Time
 }
 
 var _ lock.Backend = (*Backend)(nil)
@@ -92,7 +101,7 @@ func New(c *container.Client, opt *Options) (*Backend, error) {
 	if len(o.Prefix) >= maxName {
 		return nil, fmt.Errorf("%w: azlease: prefix of %d bytes", lock.ErrInvalidOptions, len(o.Prefix))
 	}
-	return &Backend{c: c, prefix: o.Prefix, held: map[heldKey]*heldBlob{}}, nil
+	return &Backend{c: c, prefix: o.Prefix, held: map[heldKey]*heldBlob{}, seen: map[string]sighting{}}, nil
 }
 
 // Ping reports whether the container answers, for a service's readiness.
@@ -310,6 +319,7 @@ func (b *Backend) Obtain(ctx context.Context, names []string, value string, ttl 
 // acquire the lease, and write the new token, each step conditional on the
 // ETag read first, so that the token written is the one read plus block.
 func (b *Backend) obtainOne(ctx context.Context, name, value string, ttl time.Duration, block int64) (int64, error) {
+	sent := time.Now()
 	p, err := b.getProps(ctx, name)
 	if bloberror.HasCode(err, bloberror.BlobNotFound) {
 		p, err = b.create(ctx, name)
@@ -327,7 +337,7 @@ func (b *Backend) obtainOne(ctx context.Context, name, value string, ttl time.Du
 	id := LeaseID(value)
 	if p.leased() {
 		switch {
-		case p.stale():
+		case p.stale() || b.unchangedFor(name, p, sent):
 			// The holder stopped renewing: break at once, unless it wrote since
 			// we read (a renewal changes the ETag).
 			_, err := lc.BreakLease(ctx, &lease.BlobBreakOptions{
@@ -373,8 +383,29 @@ func (b *Backend) obtainOne(ctx context.Context, name, value string, ttl time.Du
 	}
 	b.mu.Lock()
 	b.held[heldKey{name, value}] = &heldBlob{token: top, etag: etag, ttl: ttl}
+	delete(b.seen, name)
 	b.mu.Unlock()
 	return top, nil
+}
+
+// unchangedFor reports whether this process has seen the blob's lease, under
+// the same ETag, since a read that came back at least its holder's TTL before
+// sent, the time the current read was sent: the holder has then not written
+// (renewed) for its TTL, on this process's clock. It notes the ETag when it
+// is new. This frees an abandoned lease for a waiter that watched it within
+// its poll of the TTL, where the headers' whole seconds may add up to 2s.
+func (b *Backend) unchangedFor(name string, p props, sent time.Time) bool {
+	if p.ttl <= 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.seen[name]
+	if !ok || s.etag != p.etag {
+		b.seen[name] = sighting{etag: p.etag, at: time.Now()}
+		return false
+	}
+	return sent.Sub(s.at) >= p.ttl
 }
 
 // heldBlob returns what this process knows of name held under value, read from

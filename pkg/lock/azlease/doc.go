@@ -49,15 +49,23 @@
 // Azure leases last 15 to 60 seconds (or forever); the lock.Client's TTL is
 // usually shorter (the conformance suite's are 600ms and 1s). The Azure lease
 // is taken for the TTL rounded up into 15s..60s (infinite above 60s), so it
-// never ends before the TTL; the TTL itself is honoured on the server's clock:
-// a lease is stale when the holder has not written for its TTL, that is when
-// the Date of a read minus the blob's Last-Modified is at least the holder's
-// TTL plus 1s (both headers have whole seconds, so the holder surely had the
-// TTL). A contender breaks a stale lease; an abandoned lease is therefore free
-// to a waiter between TTL and TTL + 2s after its holder's last obtain or
-// renewal, and at the latest when the Azure lease ends (15s..60s) if the
-// holder never wrote its metadata. A live holder renews every RenewEvery
-// (under TTL/2), so it is never stale.
+// never ends before the TTL; the TTL itself is honoured by the contenders,
+// which break a lease whose holder has not written (obtained or renewed) for
+// its TTL. A lease is stale when either
+//
+//   - on the server's clock, the Date of a read minus the blob's Last-Modified
+//     is at least the holder's TTL plus 1s (both headers have whole seconds,
+//     so the holder surely had its TTL); or
+//   - on the contender's clock, the contender has seen the same ETag since a
+//     read that came back at least the TTL before its current read was sent
+//     (the holder's last write came before that first read).
+//
+// The first frees an abandoned lease between TTL and TTL + 2s after its
+// holder's last write; the second, for a waiter that was polling already,
+// within the TTL plus its poll. If the holder never wrote its metadata (it
+// died between acquiring the lease and writing), the Azure lease ends by
+// itself after 15s..60s. A live holder renews every RenewEvery (under TTL/2),
+// so it is never stale.
 //
 // # Fencing tokens
 //
@@ -87,17 +95,17 @@
 //
 // # Clocks
 //
-// Staleness is judged on the storage service's clock only (Date against
-// Last-Modified; clients send durations, never times). The Client measures a
-// lease's validity on its own monotonic clock from when it sent the Obtain or
-// Renew (TTL - TTL/20 - 2ms after), which is before the write set
-// Last-Modified: it cancels the work before a contender may break the lease,
-// unless the service's clock runs fast against the client's by more than that
-// margin over a lease, or the front end that answers a read (Date) is ahead of
-// the one that stamped the write (Last-Modified) by more than the 1s allowed
-// for the headers' resolution. Then another owner can take the lease while the
-// first still works, and the fencing token refuses the first owner's late
-// writes.
+// Clients never send a time. The Client measures a lease's validity on its own
+// monotonic clock from when it sent the Obtain or Renew (TTL - TTL/20 - 2ms
+// after), which is before the write that set Last-Modified and the ETag. It
+// cancels the work before a contender may break the lease unless, over a
+// lease, the storage service's clock runs fast against the holder's by more
+// than that margin (the first rule; or the front end that answers a read, its
+// Date, is ahead of the one that stamped the write by more than the 1s allowed
+// for the headers' resolution), or the contender's clock runs fast against the
+// holder's by more than that margin (the second rule; as with the Redis
+// backend). Then another owner can take the lease while the first still
+// works, and the fencing token refuses the first owner's late writes.
 //
 // # Costs
 //
