@@ -323,6 +323,13 @@ func (b *Backend) obtainOne(ctx context.Context, name, value string, ttl time.Du
 	p, err := b.getProps(ctx, name)
 	if bloberror.HasCode(err, bloberror.BlobNotFound) {
 		p, err = b.create(ctx, name)
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			// The container is gone (deleted, or lost by an emulator that had
+			// not saved it): make it again, as Open did.
+			if _, err = b.c.Create(ctx, nil); err == nil || bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+				p, err = b.create(ctx, name)
+			}
+		}
 		if bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) {
 			p, err = b.getProps(ctx, name) // another process created it first
 		}
