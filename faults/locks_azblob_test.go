@@ -19,8 +19,9 @@ import (
 const azblobStaleSlack = time.Second
 
 // Azurite stopped (SIGSTOP) for five leases under load: no lease can be
-// renewed, so holders lose theirs and no order is decided once the leases
-// held then have ended; resumed, the stale leases are broken and orders go on.
+// renewed nor obtained, so no order is decided once the leases held then have
+// ended (a holder inside its work then loses its lease, if one was); resumed,
+// the stale leases are broken and orders go on.
 func TestAzblobLockServerPaused(t *testing.T) {
 	r := &result{Fault: "azblob-pause"}
 	record(t, r)
@@ -47,9 +48,6 @@ func TestAzblobLockServerPaused(t *testing.T) {
 		resumed.Sub(paused).Round(time.Millisecond), lease, errs, lost, recovery.Milliseconds())
 	if sawDecision && decidedPaused.Before(resumed) {
 		t.Errorf("an order was decided %s after Azurite stopped (a lease ended by then): no lock service, no lock", decidedPaused.Sub(paused))
-	}
-	if lost == 0 {
-		t.Errorf("no replica counted a lost lease while Azurite was stopped past the lease")
 	}
 	if recovery > lease+azblobStaleSlack+recoverySlack {
 		t.Errorf("orders were decided again only %s after Azurite resumed", recovery)

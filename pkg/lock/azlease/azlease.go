@@ -267,7 +267,7 @@ func (b *Backend) setMeta(ctx context.Context, name, value string, etag azcore.E
 func notHeld(err error) bool {
 	return bloberror.HasCode(err, bloberror.LeaseIDMismatchWithBlobOperation, bloberror.LeaseIDMismatchWithLeaseOperation,
 		bloberror.LeaseNotPresentWithBlobOperation, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.LeaseLost,
-		bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.ConditionNotMet, bloberror.BlobNotFound)
+		bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.ConditionNotMet, bloberror.BlobNotFound, bloberror.ContainerNotFound)
 }
 
 // busy reports whether err says another owner has the blob, or changed it
@@ -321,7 +321,7 @@ func (b *Backend) Obtain(ctx context.Context, names []string, value string, ttl 
 func (b *Backend) obtainOne(ctx context.Context, name, value string, ttl time.Duration, block int64) (int64, error) {
 	sent := time.Now()
 	p, err := b.getProps(ctx, name)
-	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 		p, err = b.create(ctx, name)
 		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
 			// The container is gone (deleted, or lost by an emulator that had
@@ -426,7 +426,7 @@ func (b *Backend) heldBlob(ctx context.Context, name, value string) (*heldBlob, 
 		return h, nil
 	}
 	p, err := b.getProps(ctx, name)
-	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 		return nil, lock.ErrNotHeld
 	}
 	if err != nil {
@@ -512,7 +512,7 @@ func (b *Backend) Held(ctx context.Context, name, value string) (bool, error) {
 		return false, err
 	}
 	p, err := b.getProps(ctx, name)
-	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 		return false, nil
 	}
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/azlease"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
@@ -173,5 +175,50 @@ func TestStaleLeaseBroken(t *testing.T) {
 	}
 	if held, err := other.Held(ctx, "r", "new"); !held || err != nil {
 		t.Errorf("the new holder lost its lease to the old one's release: %v, %v", held, err)
+	}
+}
+
+// A container gone (deleted, or lost by an emulator killed before it saved)
+// is made again by the next Obtain, with tokens from 0 again: the store's
+// fence is what orders them then.
+func TestContainerMadeAgain(t *testing.T) {
+	s := startAzurite(t)
+	url := containerURL(t)
+	b := open(t, s, url)
+	ctx := ctxFor(t, time.Minute)
+	if _, err := b.Obtain(ctx, []string{"r"}, "v", time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := azlease.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := azblob.NewClientFromConnectionString(s.ConnectionString, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.DeleteContainer(ctx, loc.Container, nil); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := b.Held(ctx, "r", "v"); held || err != nil {
+		t.Fatalf("Held with the container gone: %v, %v", held, err)
+	}
+	if err := b.Renew(ctx, []string{"r"}, "v", time.Second); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Renew with the container gone: %v, want ErrNotHeld", err)
+	}
+	if err := b.Release(ctx, []string{"r"}, "v"); err != nil {
+		t.Fatalf("Release with the container gone: %v", err)
+	}
+	// Azurite takes a moment to forget a deleted container (409 while it is
+	// being deleted): bounded retries.
+	var tops []int64
+	for i := 0; i < 100; i++ {
+		if tops, err = b.Obtain(ctx, []string{"r"}, "w", time.Second, 1); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the server's state, bounded
+	}
+	if err != nil || tops[0] != 1 {
+		t.Fatalf("Obtain after the container was deleted: %v, %v", tops, err)
 	}
 }
