@@ -495,13 +495,37 @@ func (b *Backend) renewOne(ctx context.Context, name, value string, ttl time.Dur
 		_, leaseErr = lc.RenewLease(ctx, nil)
 	}()
 	h.mu.Lock()
-	etag, err := b.setMeta(ctx, name, value, h.etag, h.token, ttl)
-	if err == nil {
-		h.etag, h.ttl = etag, ttl
-	}
+	_, err = b.writeHeld(ctx, name, value, h, func(t int64) int64 { return t }, ttl)
 	h.mu.Unlock()
 	<-done
 	return errors.Join(err, leaseErr)
+}
+
+// writeHeld writes the metadata of a blob this process holds, with h.mu held:
+// the token next(current) under value's lease, If-Match the ETag of its last
+// write. A write whose answer was lost (a timeout) leaves a stale ETag here:
+// on ConditionNotMet it reads the blob once and, still leased to value, writes
+// again on what it read. Only the lease's holder can write (the lease ID
+// guards every write), so the blob read is as this holder left it.
+func (b *Backend) writeHeld(ctx context.Context, name, value string, h *heldBlob, next func(int64) int64, ttl time.Duration) (int64, error) {
+	tok := next(h.token)
+	etag, err := b.setMeta(ctx, name, value, h.etag, tok, ttl)
+	if bloberror.HasCode(err, bloberror.ConditionNotMet) {
+		p, perr := b.getProps(ctx, name)
+		if perr != nil {
+			return 0, perr
+		}
+		if !p.leased() || p.holder != LeaseID(value) {
+			return 0, lock.ErrNotHeld
+		}
+		tok = next(max(h.token, p.token))
+		etag, err = b.setMeta(ctx, name, value, p.etag, tok, ttl)
+	}
+	if err != nil {
+		return 0, err
+	}
+	h.token, h.etag, h.ttl = tok, etag, ttl
+	return tok, nil
 }
 
 // Held implements lock.Backend: the blob is leased, its holder is value's
@@ -560,15 +584,13 @@ func (b *Backend) Advance(ctx context.Context, name, value string, past int64) (
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	next := max(h.token, past) + 1
-	etag, err := b.setMeta(ctx, name, value, h.etag, next, h.ttl)
-	if notHeld(err) {
+	next, err := b.writeHeld(ctx, name, value, h, func(t int64) int64 { return max(t, past) + 1 }, h.ttl)
+	if errors.Is(err, lock.ErrNotHeld) || notHeld(err) {
 		b.forget(name, value)
 		return 0, fmt.Errorf("azlease: advance %s: %w", name, lock.ErrNotHeld)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("azlease: advance %s: %w", name, errorCode(err))
 	}
-	h.token, h.etag = next, etag
 	return next, nil
 }

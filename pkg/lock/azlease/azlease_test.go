@@ -222,3 +222,28 @@ func TestContainerMadeAgain(t *testing.T) {
 		t.Fatalf("Obtain after the container was deleted: %v, %v", tops, err)
 	}
 }
+
+// A holder whose last write's answer it never saw (a timeout; here another
+// Backend of the same value writes) still renews and advances: it reads the
+// blob once and writes on that, and the token does not go down.
+func TestWriteAfterLostAnswer(t *testing.T) {
+	s := startAzurite(t)
+	url := containerURL(t)
+	b, twin := open(t, s, url), open(t, s, url)
+	ctx := ctxFor(t, time.Minute)
+	const v = "holder"
+	if _, err := b.Obtain(ctx, []string{"r"}, v, 5*time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+	advanced, err := twin.Advance(ctx, "r", v, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Renew(ctx, []string{"r"}, v, 5*time.Second); err != nil {
+		t.Fatalf("renew after a write it did not see: %v", err)
+	}
+	n, err := b.Advance(ctx, "r", v, 0)
+	if err != nil || n != advanced+1 {
+		t.Fatalf("advance after a write it did not see: %d, %v; want %d", n, err, advanced+1)
+	}
+}

@@ -42,7 +42,9 @@
 // If-Match the ETag of the holder's last write. A Backend remembers, per
 // resource it holds, the token and ETag it last wrote, and orders its own
 // renewal and Advance of one resource, so a renewal never writes back a token
-// older than Advance's.
+// older than Advance's. When its last write's answer was lost (a timeout), the
+// ETag it kept is stale: on ConditionNotMet it reads the blob once and, still
+// leased to it, writes on what it read (only the lease's holder can write).
 //
 // # The TTL
 //
