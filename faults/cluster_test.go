@@ -29,6 +29,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 )
 
 // cluster is replicas of the built binary on a private PostgreSQL schema and a
@@ -44,8 +45,9 @@ type cluster struct {
 	// redlock's masters, with clusterOptions.lock "redlock"; lockURL the
 	// replicas' STOCKGUARD_LOCK_URL (application_name added per replica).
 	redlock *testenv.Redlock
-	etcd    *testenv.Etcd      // with clusterOptions.lock "etcd"
-	zk      *testenv.ZooKeeper // with clusterOptions.lock "zk"
+	etcd    *testenv.Etcd             // with clusterOptions.lock "etcd"
+	zk      *testenv.ZooKeeper        // with clusterOptions.lock "zk"
+	azurite *lockserver.AzuriteServer // with clusterOptions.lock "azblob"
 	lockURL string
 	rdb     redis.UniversalClient  // straight to Redis (its master), never through a link
 	group   *testenv.SentinelGroup // with clusterOptions.sentinel
@@ -125,6 +127,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	case "zk":
 		c.zk = testenv.StartZooKeeper(t)
 		c.lockURL = c.zk.URL()
+	case "azblob":
+		c.azurite = testenv.StartAzurite(t)
+		c.lockURL = testenv.AzblobURL(t)
 	default:
 		t.Fatalf("unknown lock service %q", o.lock)
 	}
@@ -231,12 +236,12 @@ func (c *cluster) env(idx int, name string) []string {
 		env = append(env, "STOCKGUARD_STRATEGY="+s)
 	}
 	switch c.opts.lock {
-	case "redlock":
-		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
-	case "etcd", "zk":
+	case "redlock", "etcd", "zk":
 		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL)
 	case "postgres":
 		env = append(env, "STOCKGUARD_LOCK_URL="+withQuery(c.lockURL, "application_name", lockApp(name)))
+	case "azblob":
+		env = append(env, "STOCKGUARD_LOCK_URL="+c.lockURL, "AZURE_STORAGE_CONNECTION_STRING="+c.azurite.ConnectionString)
 	}
 	return append(env, c.opts.env...)
 }

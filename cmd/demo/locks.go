@@ -38,6 +38,8 @@ func startLockService(ctx context.Context, kind, databaseURL string, log *slog.L
 		return startEtcdLockService(ctx, log)
 	case "zk":
 		return startZooKeeper(ctx, log)
+	case "azblob":
+		return startAzurite(ctx, log)
 	default:
 		return "", nil, fmt.Errorf("-lock %q: want redis, redlock or postgres", kind)
 	}

@@ -104,7 +104,7 @@ func TestDemoOnOtherLockServices(t *testing.T) {
 		}
 		t.Skip("-lock postgres needs STOCKGUARD_TEST_DATABASE_URL")
 	}
-	for _, kind := range []string{"redlock", "postgres", "etcd", "zk"} {
+	for _, kind := range []string{"redlock", "postgres", "etcd", "zk", "azblob"} {
 		t.Run(kind, func(t *testing.T) {
 			db := testenv.NewDatabase(t, testenv.Postgres) // the demo's store, and postgres's locks
 			getenv := func(k string) string {

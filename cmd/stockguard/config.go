@@ -41,6 +41,7 @@ type serveConfig struct {
 	namespace            string
 	logLevel             string
 	logFormat            string
+	azureConnString      string // AZURE_STORAGE_CONNECTION_STRING, for an azblob:// lock-url; never printed
 }
 
 type migrateConfig struct {
@@ -163,6 +164,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.str(&c.pprofAddr, "pprof-addr", "STOCKGUARD_PPROF_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address; empty turns them off")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
+	c.azureConnString = getenv(azureConnStringEnv)
 	if err := e.parse(args); err != nil {
 		return c, err
 	}

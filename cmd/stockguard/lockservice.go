@@ -23,7 +23,7 @@ type lockService struct {
 }
 
 // lockKinds names the schemes --lock-url accepts, for its errors.
-const lockKinds = "redis://, rediss://, redlock://, postgres://, etcd:// or zk://"
+const lockKinds = "redis://, rediss://, redlock://, postgres://, etcd://, zk:// or azblob://"
 
 // openLockService opens the lock service of cfg.lockURL; an empty URL is the
 // cache's Redis (rdb), as before there was a choice. A bad URL or a service that
@@ -86,7 +86,7 @@ func checkLockURL(raw string, replicas int) error {
 		return fmt.Errorf("lock-url: %w", redactURLError(err))
 	}
 	switch u.Scheme {
-	case "redis", "rediss", "redlock", "postgres", "postgresql", "etcd", "zk":
+	case "redis", "rediss", "redlock", "postgres", "postgresql", "etcd", "zk", "azblob":
 	default:
 		return fmt.Errorf("lock-url: unknown scheme %q (want %s)", u.Scheme, lockKinds)
 	}

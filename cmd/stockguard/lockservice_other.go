@@ -47,6 +47,8 @@ func openOtherLockService(ctx context.Context, u *url.URL, cfg serveConfig) (*lo
 		return openEtcdLockService(ctx, u, cfg)
 	case "zk":
 		return openZooKeeperLockService(ctx, u, cfg)
+	case "azblob":
+		return openAzblobLockService(ctx, u, cfg)
 	}
 	return nil, fmt.Errorf("lock-url: unknown scheme %q (want %s)", u.Scheme, lockKinds)
 }

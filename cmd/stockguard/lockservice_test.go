@@ -29,6 +29,7 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 		{"postgres://postgres:pw-x9q@" + a + "/x?sslmode=disable", "lock service postgres at postgres://" + a},
 		{"etcd://root:pw-x9q@" + a + "/x", "lock service etcd at etcd://" + a + " does not answer"},
 		{"zk://" + a + "," + b + "/pw-x9q", "lock service zk at zk://" + a + "," + b + " does not answer"},
+		{"azblob://locks/sku/", "lock service azblob at azblob://locks"},
 	} {
 		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -37,6 +38,8 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 				"DATABASE_URL":        "sqlite:" + filepath.Join(t.TempDir(), "x.db"),
 				"STOCKGUARD_LOCK_URL": tc.url,
 				"STOCKGUARD_ADDR":     "127.0.0.1:0",
+				// azblob's account: nothing listens at a; the SAS must not show.
+				"AZURE_STORAGE_CONNECTION_STRING": "BlobEndpoint=http://" + a + "/devstoreaccount1;SharedAccessSignature=sv=2020-08-04&sig=pw-x9q",
 			}
 			err := run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, io.Discard)
 			if err == nil {

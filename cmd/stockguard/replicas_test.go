@@ -401,6 +401,10 @@ func lockServiceUsed(t *testing.T, kind, lockURL string, c *cluster) {
 		}
 	case "etcd":
 		etcdLockUsed(ctx, t, lockURL)
+	case "azblob":
+		if token, err := testenv.AzblobToken(ctx, lockURL, "HOT"); err != nil || token == 0 {
+			t.Errorf("no lock blob of HOT in the azblob container (token %d, %v): its locks were not taken there", token, err)
+		}
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 // LockKinds are the lock services the service can run on, as --lock-url
 // chooses them.
-func LockKinds() []string { return []string{"redis", "redlock", "postgres", "etcd", "zk"} }
+func LockKinds() []string { return []string{"redis", "redlock", "postgres", "etcd", "zk", "azblob"} }
 
 // Redlock is three private redis-servers, the independent masters of a
 // Redlock lock service.
@@ -51,6 +51,8 @@ func LockURL(t testing.TB, kind string) string {
 		return StartEtcd(t).URL
 	case "zk":
 		return StartZooKeeper(t).URL()
+	case "azblob":
+		return UseAzurite(t)
 	}
 	t.Fatalf("unknown lock service %q", kind)
 	return ""

@@ -1,17 +1,21 @@
 package lock_test
 
-// The Redlock, PostgreSQL, etcd and ZooKeeper entries of the micro-benchmarks (bench_test.go).
+// The Redlock, PostgreSQL, etcd, ZooKeeper and Azure blob lease entries of the
+// micro-benchmarks (bench_test.go).
 
 import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -19,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/azlease"
 	"github.com/stockguard/stockguard/pkg/lock/etcdlock"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
@@ -213,6 +218,54 @@ func init() {
 				}
 				b.Cleanup(be.Close)
 				c, err := lock.NewClient(be, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = c.Close() })
+				return c
+			},
+		}
+	}})
+}
+
+func init() {
+	// Azure blob leases on a private Azurite: a container of the run's own;
+	// each client an HTTP client of its own whose connections are counted.
+	addBenchBackend(benchBackend{name: "azblob", open: func(b *testing.B) *benchEnv {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv, err := lockserver.StartAzurite(ctx, b.TempDir())
+		if errors.Is(err, lockserver.ErrNotInstalled) {
+			skipOrFail(b, "azblob: %v", err)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = srv.Close() })
+		name := "bench-" + randomID()[:12]
+		open := func(b *testing.B, writes *atomic.Int64) *azlease.Backend {
+			tr := &http.Transport{DialContext: countingDial(writes), MaxIdleConnsPerHost: 64, IdleConnTimeout: 4 * time.Second}
+			b.Cleanup(tr.CloseIdleConnections)
+			svc, err := azblob.NewClientFromConnectionString(srv.ConnectionString, &azblob.ClientOptions{ClientOptions: policy.ClientOptions{
+				Transport: &http.Client{Transport: tr}, Retry: policy.RetryOptions{MaxRetries: -1},
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			be, err := azlease.New(svc.ServiceClient().NewContainerClient(name), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return be
+		}
+		_, closeIdle, err := azlease.Open(ctx, "azblob://"+name, srv.ConnectionString, nil) // creates the container
+		if err != nil {
+			b.Fatal(err)
+		}
+		closeIdle()
+		return &benchEnv{
+			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
+				c, err := lock.NewClient(open(b, writes), nil)
 				if err != nil {
 					b.Fatal(err)
 				}
