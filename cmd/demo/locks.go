@@ -13,7 +13,8 @@ import (
 
 // startLockService returns the replicas' STOCKGUARD_LOCK_URL for -lock kind:
 // empty for redis (the cache's Redis), three private redis-servers for redlock,
-// the database itself for postgres.
+// the database itself for postgres, a private etcd, ZooKeeper or Azurite for
+// etcd, zk and azblob.
 func startLockService(ctx context.Context, kind, databaseURL string, log *slog.Logger) (string, func(), error) {
 	switch kind {
 	case "redis":
@@ -41,6 +42,6 @@ func startLockService(ctx context.Context, kind, databaseURL string, log *slog.L
 	case "azblob":
 		return startAzurite(ctx, log)
 	default:
-		return "", nil, fmt.Errorf("-lock %q: want redis, redlock or postgres", kind)
+		return "", nil, fmt.Errorf("-lock %q: want redis, redlock, postgres, etcd, zk or azblob", kind)
 	}
 }

@@ -37,7 +37,9 @@ func (r *Redlock) URL() string {
 
 // LockURL returns a --lock-url of kind for a test: empty for redis (the cache's
 // Redis), three private masters for redlock, a PostgreSQL schema of its own
-// for postgres. Each is removed when the test ends.
+// for postgres, a private server for etcd and zk, a private Azurite for azblob
+// (UseAzurite: its account in AZURE_STORAGE_CONNECTION_STRING). Each is
+// removed when the test ends.
 func LockURL(t testing.TB, kind string) string {
 	t.Helper()
 	switch kind {

@@ -62,7 +62,7 @@ func addBenchBackend(bb benchBackend) {
 }
 
 func benchOrder(name string) int {
-	if i := slices.Index([]string{"redis", "redlock", "postgres"}, name); i >= 0 {
+	if i := slices.Index([]string{"redis", "redlock", "postgres", "etcd", "zk", "azblob"}, name); i >= 0 {
 		return i
 	}
 	return 99
