@@ -30,7 +30,7 @@ import (
 
 // lockServices are the lock services measured, in the order they take turns;
 // the first is the one the others are compared with.
-var lockServices = []string{"redis", "redlock", "postgres"}
+var lockServices = []string{"redis", "redlock", "postgres", "etcd", "zk", "azblob"}
 
 // lockWarmup is each contender's warm-up before ANALYZE and the measured run.
 const lockWarmup = time.Second
@@ -64,40 +64,49 @@ func measureLocks(ctx context.Context, o options, bins topology.Binaries, db *go
 			names = append(names, w.Name)
 		}
 	}
-	urls := map[string]string{}
-	var stopRedlock func()
+	envs := map[string][]string{} // each lock service's replica environment
 	for _, name := range lockServices {
 		s := LockService{Name: name, Where: lockWhere[name]}
+		var env []string
+		var stop func()
 		switch name {
 		case "redis":
-			urls[name] = "" // the cache's Redis, as an empty --lock-url is
+			env = []string{"STOCKGUARD_LOCK_URL="} // the cache's Redis, as an empty --lock-url is
 		case "redlock":
-			u, stop, err := b.startRedlock(ctx, o.requireReal)
+			u, stopServers, err := b.startRedlock(ctx, o.requireReal)
 			if err != nil {
 				return nil, err
 			}
-			if stop == nil {
+			if stopServers == nil {
 				s.NotRun = u
 				break
 			}
-			stopRedlock = sync.OnceFunc(stop)
-			defer stopRedlock()
-			urls[name] = u
+			env, stop = []string{"STOCKGUARD_LOCK_URL=" + u}, stopServers
 		case "postgres":
-			urls[name] = o.databaseURL
+			env = []string{"STOCKGUARD_LOCK_URL=" + o.databaseURL}
+		default: // a private server of its own: etcd, zk, azblob
+			e, stopServer, why, err := startLockServer(ctx, name, o.requireReal, log)
+			if err != nil {
+				return nil, err
+			}
+			s.NotRun, env, stop = why, e, stopServer
+		}
+		if stop != nil {
+			stop = sync.OnceFunc(stop)
+			defer stop()
 		}
 		if s.NotRun == "" {
 			ns := "bench-probe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			s.NotRun = probeLockService(ctx, bins.Stockguard, replicaEnv(o, orders.DefaultStrategy, ns,
-				"STOCKGUARD_LOCK_URL="+urls[name]), urls[name])
+			s.NotRun = probeLockService(ctx, bins.Stockguard, replicaEnv(o, orders.DefaultStrategy, ns, env...), lockURLOf(env))
 			topology.DropNamespace(ctx, o.redisURL, ns, log)
 		}
 		if s.NotRun != "" {
 			log.Warn("locks: not run", "lock_service", name, "why", s.NotRun)
-			if name == "redlock" && stopRedlock != nil {
-				stopRedlock()
+			if stop != nil {
+				stop()
 			}
 		}
+		envs[name] = env
 		b.res.Services = append(b.res.Services, s)
 	}
 	run := b.res.run()
@@ -109,7 +118,7 @@ func measureLocks(ctx context.Context, o options, bins topology.Binaries, db *go
 		}
 		for round := range b.res.Repeats {
 			for _, name := range run {
-				r, err := b.contender(ctx, w, name, urls[name], round)
+				r, err := b.contender(ctx, w, name, envs[name], round)
 				if err != nil {
 					return nil, fmt.Errorf("locks, %s, %s: %w", w.Name, name, err)
 				}
@@ -131,13 +140,16 @@ var lockWhere = map[string]string{
 	"redis":    "the cache's Redis (an empty --lock-url)",
 	"redlock":  "three private redis-servers started by the bench (no persistence), a majority of them",
 	"postgres": "a row per SKU in the table " + lockTable + " of the bench's own PostgreSQL database, beside the store's tables",
+	"etcd":     "a private single-member etcd started by the bench (its data fsynced on this machine's disk), keys under each cluster's namespace",
+	"zk":       "a private standalone ZooKeeper started by the bench (its log fsynced on this machine's disk), nodes under each cluster's namespace",
+	"azblob":   "a private Azurite (the Azure Storage emulator) started by the bench, a container per cluster, a blob lease per SKU",
 }
 
 // contender runs the workload once on fresh tables and new replicas whose
-// locks are on the lock service of url: a warm-up, ANALYZE, then the run.
-func (b *locksBench) contender(ctx context.Context, w Workload, name, url string, round int) (LockRun, error) {
+// locks are on the lock service env names: a warm-up, ANALYZE, then the run.
+func (b *locksBench) contender(ctx context.Context, w Workload, name string, env []string, round int) (LockRun, error) {
 	c, err := startCluster(ctx, b.o, b.bins, b.db, orders.DefaultStrategy, func() error { return b.freshLocks(ctx) },
-		b.log, "STOCKGUARD_LOCK_URL="+url)
+		b.log, env...)
 	if err != nil {
 		return LockRun{}, err
 	}

@@ -213,7 +213,10 @@ Redis commands count the cache's Redis for every service, and for Redlock also i
 servers; write transactions are the transaction ids the whole PostgreSQL server assigned
 over a run, so other work on that server (other databases' tests) adds to them. Both are
 summed over the runs and divided by the orders accepted, seeding and audit included. The
-Redis and Redlock servers are in memory, without persistence.
+Redis and Redlock servers are in memory, without persistence; etcd and ZooKeeper fsync
+every write to this machine's disk before they answer, as a real deployment would;
+Azurite keeps its blobs in memory and saves them every few seconds (a real storage
+account replicates each write before it answers, over a network: expect it slower).
 `)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/stockguard/stockguard/pkg/lock/azlease"
 )
@@ -18,10 +19,16 @@ const azureConnStringEnv = azlease.ConnectionStringEnv
 // AZURE_STORAGE_CONNECTION_STRING (connString), which is never logged nor
 // shown in an error. Open creates the container if it is missing, so an
 // account that does not answer within startTimeout stops the replica here.
+// Without a prefix in the URL the blobs are named <namespace>/<SKU>, as etcd's
+// keys and ZooKeeper's nodes are per namespace.
 func openAzblobLockService(ctx context.Context, u *url.URL, cfg serveConfig) (*lockService, error) {
+	var opt *azlease.Options
+	if strings.Trim(u.Path, "/") == "" {
+		opt = &azlease.Options{Prefix: cfg.namespace + "/"}
+	}
 	octx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	b, closeIdle, err := azlease.Open(octx, cfg.lockURL, cfg.azureConnString, nil)
+	b, closeIdle, err := azlease.Open(octx, cfg.lockURL, cfg.azureConnString, opt)
 	if err != nil {
 		return nil, fmt.Errorf("lock service azblob at %s: %w", redactedHost(u), err)
 	}
