@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&o.holds, "holds", "on", "the holds benchmark on the default strategy: on, off, or only (nothing else measured; "+
 		"its section of the report and its chart replaced in place)")
 	fs.IntVar(&o.holdsVUs, "holds-vus", 64, "VUs of the holds benchmark")
-	fs.StringVar(&o.locks, "locks", "on", "the lock services benchmark (redis, redlock, postgres) on the default strategy: on, off, or only "+
+	fs.StringVar(&o.locks, "locks", "on", "the lock services benchmark (redis, redlock, postgres, etcd, zk, azblob) on the default strategy: on, off, or only "+
 		"(nothing else measured; its section of the report, locks.json and locks.png replaced in place)")
 	fs.IntVar(&o.locksVUs, "locks-vus", 64, "VUs of the lock services benchmark")
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
