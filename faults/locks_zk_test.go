@@ -27,7 +27,7 @@ const zkReconnect = 2 * time.Second
 // can be obtained or renewed: once the leases held then have ended, nothing is
 // decided. Continued, it ends the leases (on its clock, and the sessions the
 // clients could not keep alive) and orders are decided again.
-func TestZooKeeperPaused(t *testing.T) {
+func TestZooKeeperLockServerPaused(t *testing.T) {
 	r := &result{Fault: "zk-pause"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "zk"})
@@ -63,7 +63,7 @@ func TestZooKeeperPaused(t *testing.T) {
 // nodes (so the fencing tokens' floors and zxids, which keep growing) and the
 // sessions, which the replicas resume if they reconnect within the session
 // timeout; the lease nodes whose TTL ended meanwhile are taken over.
-func TestZooKeeperKilledAndRestarted(t *testing.T) {
+func TestZooKeeperLockServerRestarted(t *testing.T) {
 	r := &result{Fault: "zk-restart"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "zk"})
