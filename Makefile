@@ -29,7 +29,7 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
-test-faults: ## Run the fault-injection tests (PostgreSQL and redis-server needed; ~10-12 min); results in faults.out. Fails when none ran.
+test-faults: ## Run the fault-injection tests (PostgreSQL, redis-server, etcd, ZooKeeper and Azurite needed; ~14-16 min); results in faults.out. Fails when none ran.
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: bench
@@ -37,7 +37,7 @@ bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then h
 	$(GO) run ./cmd/bench -profile $(PROFILE)
 
 .PHONY: bench-micro
-bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL) side by side and against redislock, the load generator against wrk.
+bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL, etcd, ZooKeeper, Azure blob lease) side by side and against redislock, the load generator against wrk.
 	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x ./loadtest
 
