@@ -135,7 +135,10 @@ func (c *Client) renew(ctx context.Context, l *lease) error {
 // often: the hot key's fairness across processes was 0.24-0.45. Such a waiter now
 // holds back HandoffYield/8 after an announcement before its first try (see
 // holdback), long enough for the others' tries to land first, short enough not
-// to leave the resource idle when nobody else wants it.
+// to leave the resource idle when nobody else wants it. On a Backend that
+// announces nothing (Azure's blob leases), the others learn of the release only
+// by polling: such a waiter holds back 2×MinPoll, about one of their polls
+// (MaxPoll is 4×MinPoll there); the hot key's fairness went from 0.04 to 0.96.
 func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease, error) {
 	var before mark
 	busy := 0 // tries that found the resource held
@@ -161,6 +164,11 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 	first := poll
 	if yield {
 		first = c.opt.HandoffYield
+		if c.wake.n == nil {
+			// No announcement will tell the other processes' waiters that the
+			// lease is free: leave it free for about one of their polls.
+			first = 2 * c.opt.MinPoll
+		}
 	}
 	timer := time.NewTimer(jitter(first))
 	defer timer.Stop()

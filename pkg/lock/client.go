@@ -53,6 +53,11 @@ func NewClient(b Backend, opt *Options) (*Client, error) {
 	c := &Client{b: b, opt: o, valuePrefix: prefix + "."}
 	if n, ok := b.(Notifier); ok {
 		c.wake = waker{n: n, timeout: o.OpTimeout}
+	} else if opt == nil || opt.MaxPoll == 0 {
+		// Polling is how a waiter learns of every release here, not a safety net:
+		// keep it short, or the other processes hear of a release only seconds
+		// after it (see Client.obtain's yield).
+		c.opt.MaxPoll = max(c.opt.MinPoll, 4*c.opt.MinPoll)
 	}
 	return c, nil
 }

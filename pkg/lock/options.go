@@ -26,7 +26,8 @@ type Options struct {
 
 	// MinPoll and MaxPoll bound the jittered, doubling poll with which a waiter
 	// retries when no release announcement reaches it (a holder that crashed, a lost
-	// message). Defaults 10ms and 500ms.
+	// message). Defaults 10ms and 500ms; on a Backend that is not a Notifier,
+	// where polling is how every release is learnt, MaxPoll defaults to 4×MinPoll.
 	MinPoll, MaxPoll time.Duration
 
 	// HandoffCheck: a lease passed on locally is checked in the Backend (Held)
@@ -39,7 +40,9 @@ type Options struct {
 	// HandoffYield is how long a waiter holds back after its process gave the lease
 	// up at MaxHandoffs, unless a release wakes it first; then it waits
 	// HandoffYield/8 more, so that the other processes' waiters try first.
-	// Default 1ms.
+	// Default 1ms. On a Backend that is not a Notifier nothing tells the others
+	// of the release, so the waiter holds back 2×MinPoll instead: about one of
+	// their polls.
 	HandoffYield time.Duration
 
 	// Wait, when set, bounds how long Do waits for a grant, on top of the caller's
