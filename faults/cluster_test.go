@@ -45,19 +45,20 @@ type cluster struct {
 	// redlock's masters, with clusterOptions.lock "redlock"; lockURL the
 	// replicas' STOCKGUARD_LOCK_URL (application_name added per replica).
 	redlock *testenv.Redlock
-	etcd    *testenv.Etcd             // with clusterOptions.lock "etcd"
-	zk      *testenv.ZooKeeper        // with clusterOptions.lock "zk"
-	azurite *lockserver.AzuriteServer // with clusterOptions.lock "azblob"
-	lockURL string
-	rdb     redis.UniversalClient  // straight to Redis (its master), never through a link
-	group   *testenv.SentinelGroup // with clusterOptions.sentinel
-	rc      *testenv.RedisCluster  // with clusterOptions.redisCluster
-	url     string                 // the replicas' REDIS_URL
-	opts    clusterOptions
-	ns      string
-	lb      *balancer
-	hot     string // the load's hot SKU
-	probe   string // the SKU of the test's own probe orders, if any (replicated_test.go)
+	// lockServer is the private server of clusterOptions.lock "etcd", "zk" or
+	// "azblob" (then also azurite, for its account).
+	lockServer *lockserver.Server
+	azurite    *lockserver.AzuriteServer
+	lockURL    string
+	rdb        redis.UniversalClient  // straight to Redis (its master), never through a link
+	group      *testenv.SentinelGroup // with clusterOptions.sentinel
+	rc         *testenv.RedisCluster  // with clusterOptions.redisCluster
+	url        string                 // the replicas' REDIS_URL
+	opts       clusterOptions
+	ns         string
+	lb         *balancer
+	hot        string // the load's hot SKU
+	probe      string // the SKU of the test's own probe orders, if any (replicated_test.go)
 
 	tox   *toxiproxy.ApiServer
 	links []*toxiproxy.Proxy // per replica index, when the replicas reach Redis through toxiproxy
@@ -122,13 +123,14 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	case "postgres":
 		c.lockURL = testenv.NewDatabase(t, testenv.Postgres)
 	case "etcd":
-		c.etcd = testenv.StartEtcd(t)
-		c.lockURL = c.etcd.URL
+		e := testenv.StartEtcd(t)
+		c.lockServer, c.lockURL = e.Server, e.URL
 	case "zk":
-		c.zk = testenv.StartZooKeeper(t)
-		c.lockURL = c.zk.URL()
+		z := testenv.StartZooKeeper(t)
+		c.lockServer, c.lockURL = z.Server, z.URL()
 	case "azblob":
 		c.azurite = testenv.StartAzurite(t)
+		c.lockServer = c.azurite.Server
 		c.lockURL = testenv.AzblobURL(t)
 	default:
 		t.Fatalf("unknown lock service %q", o.lock)
