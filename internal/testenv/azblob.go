@@ -4,37 +4,25 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/stockguard/stockguard/pkg/lock/azlease"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
-// StartAzurite starts a private Azurite (blob service) on a free loopback
-// port, in a directory of the test's, and stops it when the test ends. Without
-// azurite-blob (see lockserver.AzuriteBinary) the test is skipped, or fails
-// under STOCKGUARD_TEST_REQUIRE_REAL=1.
+// StartAzurite starts a private Azurite (blob service) for the test
+// (lockservertest.Azurite: skipped without azurite-blob, see
+// lockserver.AzuriteBinary, or failed under STOCKGUARD_TEST_REQUIRE_REAL=1).
 func StartAzurite(t testing.TB) *lockserver.AzuriteServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := lockserver.StartAzurite(ctx, t.TempDir())
-	if errors.Is(err, lockserver.ErrNotInstalled) && !RequireReal() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return lockservertest.Azurite(t)
 }
 
 // AzblobURL is an azblob:// --lock-url of a container of its own (created by

@@ -1,12 +1,10 @@
 package testenv
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
 // Etcd is a private single-member etcd for a test that may pause, kill or
@@ -17,20 +15,10 @@ type Etcd struct {
 	URL string
 }
 
-// StartEtcd starts a private etcd on free loopback ports and removes it when the
-// test ends. Without the etcd binary the test is skipped, or fails under
-// STOCKGUARD_TEST_REQUIRE_REAL=1.
+// StartEtcd starts a private etcd for the test (lockservertest.Etcd: skipped
+// when not installed, or failed under STOCKGUARD_TEST_REQUIRE_REAL=1).
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := lockserver.StartEtcd(ctx, t.TempDir())
-	if errors.Is(err, lockserver.ErrNotInstalled) && !RequireReal() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := lockservertest.Etcd(t)
 	return &Etcd{Server: s, URL: "etcd://" + s.Addr + "/stockguard-test"}
 }

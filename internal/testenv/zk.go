@@ -1,12 +1,10 @@
 package testenv
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
 // ZooKeeper is a private standalone ZooKeeper server for a test.
@@ -14,29 +12,12 @@ type ZooKeeper struct {
 	*lockserver.Server
 }
 
-// StartZooKeeper starts a ZooKeeper server on a free loopback port, in the
-// test's temporary directory, and stops it when the test ends. Without java
-// and ZooKeeper installed the test is skipped, or fails under
-// STOCKGUARD_TEST_REQUIRE_REAL=1.
+// StartZooKeeper starts a private ZooKeeper server for the test
+// (lockservertest.ZooKeeper: skipped when not installed, or failed under
+// STOCKGUARD_TEST_REQUIRE_REAL=1).
 func StartZooKeeper(t testing.TB) *ZooKeeper {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var s *lockserver.Server
-	var err error
-	for range 3 { // a port found free may be taken before the server binds it
-		if s, err = lockserver.StartZooKeeper(ctx, t.TempDir()); err == nil || errors.Is(err, lockserver.ErrNotInstalled) {
-			break
-		}
-	}
-	switch {
-	case errors.Is(err, lockserver.ErrNotInstalled) && !RequireReal():
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return &ZooKeeper{Server: s}
+	return &ZooKeeper{Server: lockservertest.ZooKeeper(t)}
 }
 
 // URL is the --lock-url of the server, with a chroot of the test's own.

@@ -4,30 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock/azlease"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
-// startAzurite starts a private Azurite for the test, or skips the test when
-// it is not installed (fails it under STOCKGUARD_TEST_REQUIRE_REAL=1).
+// startAzurite starts a private Azurite for the test (lockservertest).
 func startAzurite(t testing.TB) *lockserver.AzuriteServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := lockserver.StartAzurite(ctx, t.TempDir())
-	if errors.Is(err, lockserver.ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return lockservertest.Azurite(t)
 }
 
 // containerURL is an azblob:// URL of a container of the test's own.

@@ -1,36 +1,21 @@
 package etcdlock_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stockguard/stockguard/pkg/lock/etcdlock"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
-// startEtcd starts a private etcd for the test, killed and removed when it
-// ends. Without the etcd binary the test is skipped, or fails under
-// STOCKGUARD_TEST_REQUIRE_REAL=1.
+// startEtcd starts a private etcd for the test (lockservertest).
 func startEtcd(t testing.TB) *lockserver.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := lockserver.StartEtcd(ctx, t.TempDir())
-	if errors.Is(err, lockserver.ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return lockservertest.Etcd(t)
 }
 
 var spaces atomic.Int64

@@ -4,38 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 	"github.com/stockguard/stockguard/pkg/lock/zklock"
 )
 
-// startServer starts a private ZooKeeper for the test; without one installed
-// the test is skipped, or fails under STOCKGUARD_TEST_REQUIRE_REAL=1. (pkg/ may
-// not import internal/testenv, so this is its rule again.)
+// startServer starts a private ZooKeeper for the test (lockservertest).
 func startServer(tb testing.TB) *lockserver.Server {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var s *lockserver.Server
-	var err error
-	for range 3 { // a port found free may be taken before the server binds it
-		if s, err = lockserver.StartZooKeeper(ctx, tb.TempDir()); err == nil || errors.Is(err, lockserver.ErrNotInstalled) {
-			break
-		}
-	}
-	switch {
-	case errors.Is(err, lockserver.ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") != "1":
-		tb.Skip(err)
-	case err != nil:
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = s.Close() })
-	return s
+	return lockservertest.ZooKeeper(tb)
 }
 
 func randomID() string {
