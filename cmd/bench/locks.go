@@ -142,7 +142,7 @@ var lockWhere = map[string]string{
 	"postgres": "a row per SKU in the table " + lockTable + " of the bench's own PostgreSQL database, beside the store's tables",
 	"etcd":     "a private single-member etcd started by the bench (its data fsynced on this machine's disk), keys under each cluster's namespace",
 	"zk":       "a private standalone ZooKeeper started by the bench (its log fsynced on this machine's disk), nodes under each cluster's namespace",
-	"azblob":   "a private Azurite (the Azure Storage emulator) started by the bench, a container per cluster, a blob lease per SKU",
+	"azblob":   "a private Azurite (the Azure Storage emulator) started by the bench, one container, a blob lease per SKU under each cluster's namespace",
 }
 
 // contender runs the workload once on fresh tables and new replicas whose
@@ -174,6 +174,9 @@ func (b *locksBench) contender(ctx context.Context, w Workload, name string, env
 	}
 	r.Strategy = string(orders.DefaultStrategy)
 	lr := LockRun{Service: name, Round: round + 1, Run: r, LockCmds: after - before}
+	for _, p := range c.procs {
+		lr.PeakRSS = max(lr.PeakRSS, vmHWM(p.Process.Pid))
+	}
 	b.log.Info("locks: run", "workload", w.Name, "lock_service", name, "round", round+1, "orders/s", int(r.OrdersPerSec),
 		"p99_ms", r.P99, "failed", r.FailedRatio, "oversold", r.Oversold, "consistent", r.Consistent)
 	return lr, nil

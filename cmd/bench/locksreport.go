@@ -54,6 +54,8 @@ type LockRun struct {
 	Run
 	// Commands the Redlock servers processed over the run (0 for the others).
 	LockCmds int64 `json:"lock_server_commands"`
+	// PeakRSS is the largest peak resident set (VmHWM) of the run's replicas.
+	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
 }
 
 // LockPoint is one lock service's medians on one workload, and its ratios to
@@ -76,6 +78,8 @@ type LockPoint struct {
 	DBWritesPerOrder float64 `json:"db_write_transactions_per_order"`
 	Oversold         int64   `json:"oversold"`
 	Consistent       bool    `json:"consistent"`
+	// PeakRSS is the largest replica's peak resident set over the runs.
+	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
 }
 
 // lockBase is the lock service the others are compared with.
@@ -113,6 +117,7 @@ func lockPoints(runs []LockRun, services []string, wls []Workload) []LockPoint {
 				cmds, txs, accepted = cmds+r.RedisCmds+r.LockCmds, txs+r.DBWriteTxs, accepted+r.Accepted
 				p.Oversold += r.Oversold
 				p.Consistent = p.Consistent && r.Consistent
+				p.PeakRSS = max(p.PeakRSS, r.PeakRSS)
 			}
 			if p.Runs == 0 {
 				continue
@@ -162,6 +167,14 @@ func (l *LocksResults) profileName() string {
 	return (&HoldsResults{Command: l.Command}).profileName()
 }
 
+// fmtMiB is "61.8 MiB", or "—" when not measured (results of an older run).
+func fmtMiB(b int64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
 // fmtRatio is "0.93×", or "—" for no ratio.
 func fmtRatio(r float64) string {
 	if r <= 0 {
@@ -175,25 +188,25 @@ func (l *LocksResults) markdown(w io.Writer, out string) {
 	fmt.Fprintf(w, "%s\n\nMeasured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas behind the balancer, %d VUs, with the load generator of the strategies' runs (quantity 1, an Idempotency-Key on every order, no retries or cancels); each figure the median of %d runs of %s. The lock services take turns (%s, then again), each run on emptied tables (the lock table too), new replicas and a Redis namespace of their own, after a %s warm-up and ANALYZE; the ratios to %s are the medians of each round's ratio to the %s run of that round. **Read the ratios, not the absolute figures:** the machine has %d cores shared by the replicas, the balancer, the generator, Redis, PostgreSQL and whatever else runs on it (%s), and its disk moves absolute figures up to 2× between runs.\n\n",
 		locksHeading, l.Command, l.profileName(), l.When, l.Commit, l.Strategy, l.Replicas, l.VUs, l.Repeats, l.Duration,
 		strings.Join(l.run(), ", "), l.Warmup, lockBase, lockBase, l.Cores, l.loadNote())
-	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | Redis commands / order | DB write transactions / order | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | Redis commands / order | DB write transactions / order | peak RSS per replica | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, t := range l.titles() {
 		for _, s := range l.Services {
 			if s.NotRun != "" {
-				fmt.Fprintf(w, "| %s | %s | not run: %s | | | | | | |\n", t[1], s.Name, mdEscape(s.NotRun))
+				fmt.Fprintf(w, "| %s | %s | not run: %s | | | | | | | |\n", t[1], s.Name, mdEscape(s.NotRun))
 				continue
 			}
 			p, ok := l.point(t[0], s.Name)
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %s | %s | %.2f | %.3f | %d oversold, consistent: %v |\n", t[1], s.Name,
-				p.OrdersPerSec, p.P99, fmtRatio(p.Ratio), fmtRatio(p.P99Ratio), p.RedisPerOrder, p.DBWritesPerOrder, p.Oversold, p.Consistent)
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %s | %s | %.2f | %.3f | %s | %d oversold, consistent: %v |\n", t[1], s.Name,
+				p.OrdersPerSec, p.P99, fmtRatio(p.Ratio), fmtRatio(p.P99Ratio), p.RedisPerOrder, p.DBWritesPerOrder, fmtMiB(p.PeakRSS), p.Oversold, p.Consistent)
 		}
 	}
 	if len(l.Points) == 0 {
 		for _, s := range l.Services {
 			if s.NotRun != "" {
-				fmt.Fprintf(w, "| — | %s | not run: %s | | | | | | |\n", s.Name, mdEscape(s.NotRun))
+				fmt.Fprintf(w, "| — | %s | not run: %s | | | | | | | |\n", s.Name, mdEscape(s.NotRun))
 			}
 		}
 	}

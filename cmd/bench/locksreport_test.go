@@ -75,7 +75,7 @@ func TestLocksMarkdown(t *testing.T) {
 		Services: []LockService{{Name: "redis", Where: lockWhere["redis"]}, {Name: "redlock", Where: lockWhere["redlock"], NotRun: "no redis-server | on the PATH"},
 			{Name: "postgres", Where: lockWhere["postgres"]}},
 		Points: []LockPoint{
-			{Workload: "hot", Title: "one hot SKU", Service: "redis", OrdersPerSec: 1234.4, P99: 56.6, Ratio: 1, P99Ratio: 1, RedisPerOrder: 3.5, DBWritesPerOrder: 0.0125, Consistent: true},
+			{Workload: "hot", Title: "one hot SKU", Service: "redis", OrdersPerSec: 1234.4, P99: 56.6, Ratio: 1, P99Ratio: 1, RedisPerOrder: 3.5, DBWritesPerOrder: 0.0125, Consistent: true, PeakRSS: 63 << 19},
 			{Workload: "hot", Title: "one hot SKU", Service: "postgres", OrdersPerSec: 600, P99: 120, Ratio: 0.49, P99Ratio: 2.1, RedisPerOrder: 1, DBWritesPerOrder: 0.5, Consistent: true},
 			{Workload: "zipf", Title: "100 SKUs, zipf", Service: "redis", OrdersPerSec: 900, P99: 80, Ratio: 1, P99Ratio: 1, Consistent: true},
 		}}
@@ -86,9 +86,9 @@ func TestLocksMarkdown(t *testing.T) {
 		"## Lock services\n\nMeasured by `go run ./cmd/bench -locks only -profile quick` (profile quick) on 2026-01-02T03:04:05Z, commit abc123",
 		"(redis, postgres, then again)",
 		"2 cores", "load average 7.5 before this section and 8.2 after, above its 2 cores before it started: other work",
-		"| one hot SKU | redis | 1234 | 57 ms | 1.00× | 1.00× | 3.50 | 0.013 | 0 oversold, consistent: true |\n",
-		"| one hot SKU | redlock | not run: no redis-server \\| on the PATH | | | | | | |\n",
-		"| one hot SKU | postgres | 600 | 120 ms | 0.49× | 2.10× | 1.00 | 0.500 | 0 oversold, consistent: true |\n",
+		"| one hot SKU | redis | 1234 | 57 ms | 1.00× | 1.00× | 3.50 | 0.013 | 31.5 MiB | 0 oversold, consistent: true |\n",
+		"| one hot SKU | redlock | not run: no redis-server \\| on the PATH | | | | | | | |\n",
+		"| one hot SKU | postgres | 600 | 120 ms | 0.49× | 2.10× | 1.00 | 0.500 | — | 0 oversold, consistent: true |\n",
 		"| 100 SKUs, zipf | redlock | not run: ",
 		"| 100 SKUs, zipf | redis | 900 | 80 ms | 1.00× | 1.00× |",
 		"![orders/s and p99 per lock service and workload](benchmarks/locks.png)",
