@@ -1,8 +1,10 @@
 // Package lock takes per-resource locks for processes that must not act on the
 // same resource at once: several replicas selling the last unit of one SKU, say.
 // A Client runs over a Backend, the lock service: Redis here (NewRedis: one
-// standalone, Sentinel or Cluster Redis; New is the shortcut), Redlock and
-// PostgreSQL in the sub-packages. A Backend only leases resources, issues their
+// standalone, Sentinel or Cluster Redis; New is the shortcut); Redlock,
+// PostgreSQL, etcd, ZooKeeper and Azure blob leases in the sub-packages
+// (redlock, pglock, etcdlock, zklock, azlease), each checked by the same
+// conformance suite (locktest). A Backend only leases resources, issues their
 // fencing tokens and, if it can, announces releases; the Client adds, the same
 // for every Backend, what a library such as bsm/redislock leaves to its users
 // on purpose:
