@@ -31,18 +31,15 @@ type lockServer struct {
 }
 
 // pastLeases is how long a server or a holder is stopped: past every lease of
-// every service (etcd's longest, 2*etcdLease) and ZooKeeper's sessions.
-const pastLeases = 5 * time.Second
+// every service (etcd's is the longest: twice it) and a second past
+// ZooKeeper's sessions (zklock's default, which the private server grants). 5s.
+const pastLeases = max(2*etcdLease, zklock.DefaultSessionTimeout+time.Second)
 
 // etcdLease is how long an etcd lease of the replicas' lock lasts: the lock's
 // TTL (lease, 1s) rounded up to etcd's minimum, 2s with the default election
 // timeout, plus the lessor's expiry check (every 500ms). A dead holder blocks
 // its SKU that long, not a lease.
 const etcdLease = 2*time.Second + 500*time.Millisecond
-
-// zkSession is the replicas' session timeout: zklock's default, which the
-// private server grants (at most 20 ticks of lockserver.ZooKeeperTick).
-const zkSession = zklock.DefaultSessionTimeout
 
 // zkReconnect is what a replica's ZooKeeper client may take, once the server
 // answers again, to be connected: it retries a failed server list after 1s.
