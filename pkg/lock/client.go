@@ -121,6 +121,15 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 	err := fn(fctx, g)
 	c.opt.Metrics.held(time.Since(start))
 	wd.stop()
+	if !wd.wasLost() && !time.Now().Before(earliestEnd(leases)) {
+		// The work outlived its lease before the watchdog could say so (the
+		// process was stopped, or starved of CPU, past the lease's end): count it
+		// lost and hand it to nobody. Its writes relied on the store's fence.
+		for _, l := range leases {
+			l.markLost()
+		}
+		c.opt.Metrics.lost()
+	}
 	if cause := context.Cause(fctx); err != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
 		err = fmt.Errorf("%w: %w", cause, err)
 	}

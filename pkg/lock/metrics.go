@@ -55,7 +55,7 @@ func NewMetrics(namespace string) *Metrics {
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts(opts("renewals_total",
 			"Watchdog renewals, by result: ok, lost (the lock was gone) or error (the lock service failed).")), []string{"result"}),
 		leasesLost: prometheus.NewCounter(prometheus.CounterOpts(opts("leases_lost_total",
-			"Grants whose lease was lost while the function ran; its context was cancelled."))),
+			"Grants whose lease was lost while the function ran: its context was cancelled, or the function outlived the lease before the watchdog could say so (its process stopped)."))),
 		replicaWaits: newCounterVec(opts("replica_waits_total",
 			"Leases that waited for Options.Replicas, by result: ok, or short (too few acknowledged; released)."), "result", "ok", "short"),
 	}

@@ -75,6 +75,14 @@ func (wd *watchdog) stop() {
 	wd.expiry.Stop()
 }
 
+// wasLost reports whether the watchdog found a lease lost (and cancelled the
+// work).
+func (wd *watchdog) wasLost() bool {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	return wd.lost
+}
+
 func (wd *watchdog) loop() {
 	defer close(wd.done)
 	ctx := wd.ctx
