@@ -153,7 +153,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.requestTimeout, "request-timeout", "STOCKGUARD_REQUEST_TIMEOUT", 10*time.Second, "deadline of every request")
 	e.integer(&c.dbMaxConns, "db-max-conns", "STOCKGUARD_DB_MAX_CONNS", gormstore.DefaultMaxConns, "most database connections of this replica (PostgreSQL, MySQL)")
 	e.integer(&c.maxBatch, "max-batch", "STOCKGUARD_MAX_BATCH", service.DefaultMaxBatch, "most orders lock-batch serves in one critical section and transaction")
-	e.integer(&c.maxQueue, "max-queue", "STOCKGUARD_MAX_QUEUE", service.DefaultMaxQueue, "most lock-batch orders that may wait for one SKU set on this replica; more are refused at once (503 overloaded, Retry-After)")
+	e.integer(&c.maxQueue, "max-queue", "STOCKGUARD_MAX_QUEUE", service.DefaultMaxQueue, "most lock-batch orders that may wait on this replica; more are refused at once (503 overloaded, Retry-After)")
 	e.duration(&c.idempotencyRetention, "idempotency-retention", "STOCKGUARD_IDEMPOTENCY_RETENTION", service.DefaultRetention, "how long an Idempotency-Key's answer is kept; a request repeating the key after it is a new order")
 	e.duration(&c.maxHoldTTL, "max-hold-ttl", "STOCKGUARD_MAX_HOLD_TTL", orders.DefaultMaxTTL, "longest time to live a hold may be made or extended for (at least 1s)")
 	e.duration(&c.sweepInterval, "sweep-interval", "STOCKGUARD_SWEEP_INTERVAL", service.DefaultSweep, "how often the sweeper's leader returns expired holds' units to available")

@@ -9,6 +9,11 @@
 // and removes the queue when none are. Waiting for a lock is then paid once per
 // batch rather than once per item, which is where the throughput comes from.
 //
+// A Selective lead chooses its batch: it peeks at the items waiting before it
+// does what must come first (the locks of every SKU they name, say), then takes
+// those it can serve and leaves the others for the next lead. One queue can then
+// serve items of different kinds (orders for different SKU sets) in one batch.
+//
 // The package knows nothing of what the items are or what serving them means:
 // the caller's Lead does. What it adds is the queueing: arrival order, callers
 // that give up before their turn, errors and panics answered to the items they
@@ -141,11 +146,25 @@ type Config struct {
 // that long. ctx ends after the Queue's Timeout.
 type Lead[T, R any] func(ctx context.Context, key string, take func() []T) ([]R, error)
 
+// Selective is a Lead that chooses its batch. peek returns the items waiting
+// (arrival order, at most MaxBatch, only those whose callers still wait)
+// without taking them, so that the lead can do what they need first (take the
+// locks of what they name). take then takes, in arrival order, at most MaxBatch
+// of the items waiting for which fit reports true (every one when fit is nil),
+// and leaves the others waiting, in order, for the next lead. fit runs under the
+// Queue's mutex: it must be quick, and must not call the Queue.
+//
+// Everything else is Lead's contract: take's first call decides the batch
+// (later calls return the same items, whatever fit they pass), and if the lead
+// returns an error without having called take, every item waiting then is
+// answered with it.
+type Selective[T, R any] func(ctx context.Context, key string, peek func() []T, take func(fit func(T) bool) []T) ([]R, error)
+
 // Queue batches the items of each key for its Lead. Its methods are safe for
 // concurrent use.
 type Queue[T, R any] struct {
 	cfg  Config
-	lead Lead[T, R]
+	lead Selective[T, R]
 
 	mu     sync.Mutex
 	queues map[string]*keyQueue[T, R] // a queue is here while its leader runs
@@ -180,6 +199,17 @@ type answer[R any] struct {
 func New[T, R any](cfg Config, lead Lead[T, R]) *Queue[T, R] {
 	if lead == nil {
 		panic("batch: New with a nil Lead")
+	}
+	return NewSelective(cfg, func(ctx context.Context, key string, _ func() []T, take func(func(T) bool) []T) ([]R, error) {
+		return lead(ctx, key, func() []T { return take(nil) })
+	})
+}
+
+// NewSelective returns a Queue that serves its batches with lead, which must
+// not be nil.
+func NewSelective[T, R any](cfg Config, lead Selective[T, R]) *Queue[T, R] {
+	if lead == nil {
+		panic("batch: NewSelective with a nil Lead")
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
@@ -335,7 +365,7 @@ func (q *Queue[T, R]) leadOnce(key string, kq *keyQueue[T, R]) (again bool) {
 			q.panicked(key, kq, rd, recover())
 		}
 	}()
-	results, err := q.lead(ctx, key, q.taker(kq, rd))
+	results, err := q.lead(ctx, key, q.peeker(kq, rd), q.taker(kq, rd))
 	returned = true
 
 	taken, called := q.closeRound(kq, rd)
@@ -363,10 +393,32 @@ func (q *Queue[T, R]) leadOnce(key string, kq *keyQueue[T, R]) (again bool) {
 	return q.next(key, kq)
 }
 
-// taker is the take of rd's lead: the first call takes up to MaxBatch items,
-// later calls return the same, and none after the lead returned.
-func (q *Queue[T, R]) taker(kq *keyQueue[T, R], rd *round[T, R]) func() []T {
+// peeker is the peek of rd's lead: up to MaxBatch of the items waiting, not
+// taken; none once the lead took its batch or returned.
+func (q *Queue[T, R]) peeker(kq *keyQueue[T, R], rd *round[T, R]) func() []T {
 	return func() []T {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if rd.closed || rd.called {
+			return nil
+		}
+		var items []T
+		for _, pd := range kq.waiting {
+			if len(items) == q.cfg.MaxBatch {
+				break
+			}
+			if pd.ctx.Err() == nil {
+				items = append(items, pd.item)
+			}
+		}
+		return items
+	}
+}
+
+// taker is the take of rd's lead: the first call takes up to MaxBatch items
+// that fit, later calls return the same, and none after the lead returned.
+func (q *Queue[T, R]) taker(kq *keyQueue[T, R], rd *round[T, R]) func(fit func(T) bool) []T {
+	return func(fit func(T) bool) []T {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if rd.closed { // a goroutine of the Lead, late: whatever it takes, nobody would answer
@@ -374,7 +426,7 @@ func (q *Queue[T, R]) taker(kq *keyQueue[T, R], rd *round[T, R]) func() []T {
 		}
 		if !rd.called {
 			rd.called, kq.took = true, true
-			rd.taken = q.take(kq, q.cfg.MaxBatch)
+			rd.taken = q.take(kq, q.cfg.MaxBatch, fit)
 		}
 		items := make([]T, len(rd.taken))
 		for i, pd := range rd.taken {
@@ -418,24 +470,30 @@ func (q *Queue[T, R]) closeRound(kq *keyQueue[T, R], rd *round[T, R]) (taken []*
 	defer q.mu.Unlock()
 	rd.closed = true
 	if !rd.called {
-		rd.taken = q.take(kq, math.MaxInt)
+		rd.taken = q.take(kq, math.MaxInt, nil)
 	}
 	return rd.taken, rd.called
 }
 
-// take removes from kq the first n items whose callers still wait, and marks
-// them taken. Those whose ctx ended on the way are dropped: their callers leave
-// on their own. Under q.mu.
-func (q *Queue[T, R]) take(kq *keyQueue[T, R], n int) []*pending[T, R] {
+// take removes from kq the first n items whose callers still wait and that
+// fit (every one if fit is nil), and marks them taken; those that do not fit
+// stay, in order. Those whose ctx ended on the way are dropped: their callers
+// leave on their own. Under q.mu.
+func (q *Queue[T, R]) take(kq *keyQueue[T, R], n int, fit func(T) bool) []*pending[T, R] {
 	var out []*pending[T, R]
+	var kept []*pending[T, R] // a new backing array: not the taken ones'
 	i := 0
 	for ; i < len(kq.waiting) && len(out) < n; i++ {
-		if pd := kq.waiting[i]; pd.ctx.Err() == nil {
+		switch pd := kq.waiting[i]; {
+		case pd.ctx.Err() != nil:
+		case fit == nil || fit(pd.item):
 			pd.taken = true
 			out = append(out, pd)
+		default:
+			kept = append(kept, pd)
 		}
 	}
-	kq.waiting = slices.Clone(kq.waiting[i:]) // not the taken ones' backing array
+	kq.waiting = append(kept, kq.waiting[i:]...)
 	return out
 }
 

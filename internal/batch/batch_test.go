@@ -28,12 +28,15 @@ const patience = 15 * time.Second
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// leadCall is one lead, stopped before it took anything.
+// leadCall is one lead, stopped before it took anything. peek and takeIf are
+// a Selective lead's (nil for a Lead's); take is takeIf(nil) then.
 type leadCall struct {
-	ctx  context.Context
-	key  string
-	take func() []int
-	ret  chan outcome
+	ctx    context.Context
+	key    string
+	take   func() []int
+	peek   func() []int
+	takeIf func(fit func(int) bool) []int
+	ret    chan outcome
 }
 
 // outcome is what the test has a lead do: return results and err, or panic.
@@ -63,6 +66,17 @@ type harness struct {
 // checks that no goroutine was left and that every queue was removed.
 func newHarness(t *testing.T, cfg batch.Config) *harness {
 	t.Helper()
+	return newHarnessOf(t, cfg, false)
+}
+
+// newSelectiveHarness is newHarness on a hand-driven Selective lead.
+func newSelectiveHarness(t *testing.T, cfg batch.Config) *harness {
+	t.Helper()
+	return newHarnessOf(t, cfg, true)
+}
+
+func newHarnessOf(t *testing.T, cfg batch.Config, selective bool) *harness {
+	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	h := &harness{
 		t:       t,
@@ -75,15 +89,23 @@ func newHarness(t *testing.T, cfg batch.Config) *harness {
 	cfg.OnQueue = func(_ string, depth int) { h.queued <- depth }
 	cfg.OnShed = func(reason error) { h.shed <- reason }
 	cfg.OnBatch = func(size int, _ time.Duration) { h.batches <- size }
-	h.q = batch.New(cfg, func(ctx context.Context, key string, take func() []int) ([]string, error) {
-		l := &leadCall{ctx: ctx, key: key, take: take, ret: make(chan outcome)}
+	drive := func(l *leadCall) ([]string, error) {
 		h.leads <- l
 		o := <-l.ret
 		if o.panic != nil {
 			panic(o.panic)
 		}
 		return o.results, o.err
-	})
+	}
+	if selective {
+		h.q = batch.NewSelective(cfg, func(ctx context.Context, key string, peek func() []int, take func(func(int) bool) []int) ([]string, error) {
+			return drive(&leadCall{ctx: ctx, key: key, take: func() []int { return take(nil) }, peek: peek, takeIf: take, ret: make(chan outcome)})
+		})
+	} else {
+		h.q = batch.New(cfg, func(ctx context.Context, key string, take func() []int) ([]string, error) {
+			return drive(&leadCall{ctx: ctx, key: key, take: take, ret: make(chan outcome)})
+		})
+	}
 	batch.OnGaveUp(h.q, func() {
 		h.gaveUp <- struct{}{}
 		if h.hold != nil {

@@ -8,8 +8,9 @@ type Strategy string
 // The strategies. Every one but StrategyUnsafe is safe: the database's guarded
 // decrement refuses to sell what is not there, whatever the layer above it does.
 const (
-	// StrategyLockBatch is StrategyLock with the orders for one SKU set that queue
-	// on a replica served in one critical section and one database transaction.
+	// StrategyLockBatch is StrategyLock with the orders that queue on a replica,
+	// whatever their SKUs, served in one critical section (the locks of the union
+	// of their SKUs) and one database transaction.
 	StrategyLockBatch Strategy = "lock-batch"
 	// StrategyLock is check-stock, decrement-DB, update-cache under the per-SKU
 	// lock of pkg/lock, one order per critical section.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -97,5 +98,204 @@ func TestLockBatchAnswersAPanic(t *testing.T) {
 	}
 	if st, _ := base.svc.Stock(ctx, "A"); st.Sold != 1 {
 		t.Fatalf("sold %d, want 1", st.Sold)
+	}
+}
+
+// placeInOrder places each request in its own goroutine, the next one only once
+// the one before has joined the replica's lock-batch queue (queued receives the
+// queue's length after each), so that the queue holds them in this order. It
+// returns the answers' channels, in the same order.
+func placeInOrder(t *testing.T, svc *service.Service, queued <-chan int, reqs []orders.PlaceRequest) []chan placeAnswer {
+	t.Helper()
+	return placeInOrderAfter(t, svc, queued, 0, reqs)
+}
+
+// placeInOrderAfter is placeInOrder on a queue that holds ahead orders already.
+func placeInOrderAfter(t *testing.T, svc *service.Service, queued <-chan int, ahead int, reqs []orders.PlaceRequest) []chan placeAnswer {
+	t.Helper()
+	chs := make([]chan placeAnswer, len(reqs))
+	for i, req := range reqs {
+		chs[i] = make(chan placeAnswer, 1)
+		go func() {
+			p, err := svc.Place(context.Background(), req)
+			chs[i] <- placeAnswer{p, err}
+		}()
+		if n := <-queued; n != ahead+i+1 {
+			t.Fatalf("queue length %d after order %d joined it; want %d", n, i, ahead+i+1)
+		}
+	}
+	return chs
+}
+
+type placeAnswer struct {
+	placed orders.Placed
+	err    error
+}
+
+func items(kv ...any) []orders.Item {
+	var out []orders.Item
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, orders.Item{SKU: kv[i].(string), Quantity: kv[i+1].(int)})
+	}
+	return out
+}
+
+// Orders for different SKU sets that queue on a replica while its batch runs
+// are the next batch: decided in arrival order against the stock the ones
+// before left, whatever SKUs they share, committed in one transaction under one
+// token per SKU, each answered on its own (placed, short, a replay, a key reused
+// with other items), and the cache left equal to the database.
+func TestLockBatchServesMixedSKUSetsInOneTransaction(t *testing.T) {
+	w := newWorld(t, defaultKind())
+	ctx := context.Background()
+	admin := w.replicaOf(t, orders.StrategyLock, nil)
+	for sku, n := range map[string]int64{"A": 3, "B": 2, "C": 5, "Z": 1} {
+		if _, err := admin.svc.Restock(ctx, sku, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := make(chan struct{})
+	wanted := make(chan []string, 4)
+	r := w.replicaOf(t, orders.StrategyLockBatch, tellingGate{open: open, wanted: wanted, inner: w.locker(t)})
+	queued := make(chan int, 16)
+	service.OnQueued(r.svc, func(n int) { queued <- n })
+	// The first order's batch locks Z, and waits at the gate while the others
+	// queue: they are the next batch.
+	blocked := placeInOrder(t, r.svc, queued, []orders.PlaceRequest{{Items: items("Z", 1)}})
+	if got := <-wanted; !slices.Equal(got, []string{"Z"}) {
+		t.Fatalf("the first batch locked %v; want [Z]", got)
+	}
+	reqs := []orders.PlaceRequest{
+		{Items: items("A", 1), IdempotencyKey: "k1"},         // placed: A 2 left
+		{Items: items("A", 1, "B", 1), IdempotencyKey: "k2"}, // placed: A 1, B 1 left
+		{Items: items("B", 1, "C", 2), IdempotencyKey: "k3"}, // placed: B 0, C 3 left
+		{Items: items("A", 2), IdempotencyKey: "k4"},         // short of A
+		{Items: items("B", 1)},                               // short of B, no key
+		{Items: items("C", 3), IdempotencyKey: "k3"},         // k3 with other items
+		{Items: items("A", 1, "C", 3), IdempotencyKey: "k7"}, // placed: A 0, C 0 left
+		{Items: items("A", 1), IdempotencyKey: "k1"},         // k1 again: its replay
+	}
+	chs := placeInOrderAfter(t, r.svc, queued, 1, reqs)
+	close(open)
+	if got := <-wanted; !slices.Equal(got, []string{"A", "B", "C"}) {
+		t.Fatalf("the second batch locked %v; want [A B C]", got)
+	}
+	first := <-blocked[0]
+	if first.err != nil {
+		t.Fatalf("the first order: %v", first.err)
+	}
+	blocker := first.placed.Order.ID
+	got := make([]placeAnswer, len(chs))
+	for i, ch := range chs {
+		got[i] = <-ch
+	}
+	for _, i := range []int{0, 1, 2, 6} {
+		if got[i].err != nil || got[i].placed.Replayed {
+			t.Errorf("order %d: %+v %v; want placed", i, got[i].placed, got[i].err)
+		}
+	}
+	for i, sku := range map[int]string{3: "A", 4: "B"} {
+		var short *orders.InsufficientStockError
+		if !errors.As(got[i].err, &short) || len(short.SKUs) != 1 || short.SKUs[0] != sku {
+			t.Errorf("order %d: %v; want short of %s", i, got[i].err, sku)
+		}
+	}
+	if !errors.Is(got[5].err, orders.ErrIdempotencyMismatch) {
+		t.Errorf("k3 reused with other items: %v; want a mismatch", got[5].err)
+	}
+	if got[7].err != nil || !got[7].placed.Replayed || got[7].placed.Order.ID != got[0].placed.Order.ID {
+		t.Errorf("k1 repeated: %+v %v; want the replay of %s", got[7].placed, got[7].err, got[0].placed.Order.ID)
+	}
+
+	db := r.store.DB()
+	for sku, want := range map[string]int64{"A": 3, "B": 2, "C": 5} {
+		if st, err := r.svc.Stock(ctx, sku); err != nil || st.Sold != want || st.Available != 0 {
+			t.Errorf("%s: %+v %v; want %d sold, none left", sku, st, err, want)
+		}
+		fences := ledgerFences(t, w.dbURL, sku)
+		var sales []int64
+		db.Raw("SELECT fence FROM stock_ledger WHERE sku = ? AND kind = 'sale'", sku).Scan(&sales)
+		if len(sales) == 0 || slices.Min(sales) != slices.Max(sales) || slices.Max(sales) != slices.Max(fences) {
+			t.Errorf("%s: sales under fences %v; want one token, the SKU's last", sku, sales)
+		}
+	}
+	var records int64
+	db.Raw("SELECT COUNT(*) FROM idempotency_records").Scan(&records)
+	if records != 5 { // k1, k2, k3 and k7 placed, k4 refused; no record for the mismatch or the replay
+		t.Errorf("%d idempotency records; want 5 (k1, k2, k3, k4, k7)", records)
+	}
+	if db.Name() == "postgres" {
+		var txs int64
+		db.Raw("SELECT COUNT(DISTINCT x) FROM (SELECT xmin::text AS x FROM orders WHERE id <> ? UNION ALL SELECT xmin::text FROM idempotency_records) t", blocker).Scan(&txs)
+		if txs != 1 {
+			t.Errorf("the batch took %d transactions; want 1", txs)
+		}
+	}
+	cached, err := r.cache.Get(ctx, []string{"A", "B", "C"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sku, n := range cached {
+		if n != 0 {
+			t.Errorf("I4: the cache says %d of %s; the database none", n, sku)
+		}
+	}
+	audit, err := r.svc.Audit(ctx, true)
+	if err != nil || !audit.Consistent {
+		t.Errorf("audit %+v %v", audit, err)
+	}
+}
+
+// tellingGate is gateLocker that tells wanted which SKUs each caller asked for.
+type tellingGate struct {
+	open   <-chan struct{}
+	wanted chan<- []string
+	inner  orders.Locker
+}
+
+func (g tellingGate) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
+	g.wanted <- slices.Clone(skus)
+	return gateLocker{open: g.open, inner: g.inner}.WithLocks(ctx, skus, fn)
+}
+
+// A leader locks the SKUs of the orders it saw when it began; of those
+// that arrive while it waits for them, it takes the ones it covers, and leaves
+// the others, in order, to the next batch, which serves them.
+func TestLockBatchLeavesWhatItDoesNotCoverToTheNextBatch(t *testing.T) {
+	w := newWorld(t, defaultKind())
+	ctx := context.Background()
+	admin := w.replicaOf(t, orders.StrategyLock, nil)
+	for _, sku := range []string{"A", "B"} {
+		if _, err := admin.svc.Restock(ctx, sku, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := make(chan struct{})
+	wanted := make(chan []string, 4)
+	r := w.replicaOf(t, orders.StrategyLockBatch, tellingGate{open: open, wanted: wanted, inner: w.locker(t)})
+	queued := make(chan int, 16)
+	service.OnQueued(r.svc, func(n int) { queued <- n })
+	first := placeInOrder(t, r.svc, queued, []orders.PlaceRequest{{Items: items("A", 1)}})
+	if got := <-wanted; !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("the first batch locked %v; want [A]", got)
+	}
+	// While the leader waits for A: one order it covers, one it does not (the
+	// queue held one order, the first, until the leader takes it).
+	later := placeInOrderAfter(t, r.svc, queued, 1, []orders.PlaceRequest{{Items: items("A", 2)}, {Items: items("A", 1, "B", 1)}})
+	close(open)
+	if got := <-wanted; !slices.Equal(got, []string{"A", "B"}) {
+		t.Fatalf("the second batch locked %v; want [A B]", got)
+	}
+	for i, ch := range append(first, later...) {
+		if a := <-ch; a.err != nil {
+			t.Errorf("order %d: %v", i, a.err)
+		}
+	}
+	a := ledgerFences(t, w.dbURL, "A")
+	if len(a) != 4 || a[1] != a[2] || a[3] <= a[2] { // the restock, the first batch's two sales, the second's
+		t.Errorf("A's ledger fences %v; want the first two sales under one token, the third under a later one", a)
+	}
+	if st, _ := r.svc.Stock(ctx, "A"); st.Sold != 4 {
+		t.Errorf("A sold %d, want 4", st.Sold)
 	}
 }

@@ -6,7 +6,8 @@
 //
 // An order's path: Place (this file) hands it to the strategy chosen in New;
 // lock-batch queues it (locked.go, on package batch), and a leader serves the
-// queue under the locks: decide, commit, repair (locked.go), Store.Commit.
+// replica's queue under the locks of its SKUs: decide, commit, repair
+// (locked.go), Store.Commit.
 //
 // A hold (holds.go) takes the same path: it is an order whose units go to
 // reserved. Confirm and release take the hold's SKU locks and fence their
@@ -45,8 +46,8 @@ type Config struct {
 	// OpTimeout bounds each cache call, so that a slow Redis degrades to the database.
 	OpTimeout time.Duration
 	// MaxBatch is the most orders lock-batch serves in one critical section, and
-	// MaxQueue the most that may wait for one SKU set on a replica (more are
-	// refused at once with orders.ErrOverloaded).
+	// MaxQueue the most that may wait on a replica, whatever their SKUs (more
+	// are refused at once with orders.ErrOverloaded).
 	MaxBatch, MaxQueue int
 	// BatchTimeout bounds one critical section of lock-batch, the lock wait included.
 	BatchTimeout time.Duration
