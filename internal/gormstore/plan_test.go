@@ -143,7 +143,8 @@ const hotSKU = "HOT-1"
 // idempotency keys read, the stock read, the batch committed (placed and
 // refused, fenced), an order read and cancelled, the stock's numbers read, a
 // restock; then holds made, read, extended, confirmed, released, found due and
-// expired by the sweeper, and I6's count.
+// expired by the sweeper, and I6's count; then old records forgotten by key and
+// purged by age, as the sweeper does.
 type orderPath struct {
 	store *gormstore.Store
 	clk   *testenv.Clock
@@ -260,6 +261,21 @@ func (p *orderPath) ops() []pathOp {
 			return err
 		}},
 		{"HoldAudit", func(ctx context.Context) error { _, err := p.store.HoldAudit(ctx, time.Second, false); return err }},
+		// A replay's record past the retention is forgotten by key (the service's
+		// records()): the cutoff is before every record, so nothing goes, but the
+		// lookup is the one a real Forget makes.
+		{"Forget(8 keys)", func(ctx context.Context) error {
+			return p.store.Forget(ctx, p.last[:8], p.clk.Now().Add(-time.Hour))
+		}},
+		// The sweeper's purge of old records, oldest first by created_at, then
+		// deleted by key: the cutoff takes the rounds before the last (each round
+		// moves the clock 2s, Expired above), so every round has records to delete
+		// and the previous batch's, which the next round reads, stay; the filler's
+		// records, written after the warm-up, are never old enough.
+		{"PurgeRecords", func(ctx context.Context) error {
+			_, err := p.store.PurgeRecords(ctx, p.clk.Now().Add(-3*time.Second), 1000, orders.Leader{Name: "sweeper", Token: 1})
+			return err
+		}},
 	}
 }
 
