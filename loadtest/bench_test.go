@@ -35,7 +35,7 @@ func trivial() http.Handler {
 func BenchmarkGeneratorVsWrk(b *testing.B) {
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
-		b.Skip("wrk is not on the PATH")
+		skipOrFail(b, "BenchmarkGeneratorVsWrk skipped: wrk is not on the PATH (install the wrk package)")
 	}
 	srv := httptest.NewServer(trivial())
 	defer srv.Close()

@@ -159,6 +159,10 @@ type Config struct {
 	AdminToken string              `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`
 	Scenarios  map[string]Scenario `json:"scenarios" yaml:"scenarios"`
 	Thresholds map[string][]string `json:"thresholds,omitempty" yaml:"thresholds,omitempty"`
+	// Ceiling, a path such as /healthz, turns every scenario into GETs of it in
+	// the same loops: no seeding, no orders, no audit. Its rate is the ceiling
+	// an order rate is a share of.
+	Ceiling string `json:"ceiling,omitempty" yaml:"ceiling,omitempty"`
 	// Timeout bounds each request. Default 10s.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	// Log takes the run's few messages (the teardown's wait, a failed audit);
@@ -200,6 +204,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = Duration(10 * time.Second)
+	}
+	if c.Ceiling != "" && (!strings.HasPrefix(c.Ceiling, "/") || strings.ContainsAny(c.Ceiling, " \t\r\n#")) {
+		errs = append(errs, fmt.Errorf("ceiling %q: want a path such as /healthz", c.Ceiling))
 	}
 	for name, s := range c.Scenarios {
 		if err := s.validate(); err != nil {

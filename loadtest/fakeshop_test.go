@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,6 +28,8 @@ type fakeShop struct {
 	confirmTwice bool          // a confirm makes a second order from available
 	ignoreKeys   bool          // Idempotency-Key is ignored
 	expireEarly  bool          // holds expire at a quarter of their ttl, while expires_at says otherwise
+	capQuantity  bool          // an order sells one unit a line whatever was asked, and answers so
+	spacedJSON   bool          // answers are indented JSON, not the service's compact encoding
 }
 
 type fakeAnswer struct {
@@ -84,6 +87,9 @@ func (f *fakeShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.sweep()
 	a := f.handle(r, body.Items, body.TTL, body.Quantity)
+	if f.spacedJSON {
+		a = indent(a)
+	}
 	if key != "" {
 		f.keys[slot] = &a
 	}
@@ -107,6 +113,15 @@ func writeAnswer(w http.ResponseWriter, replayed bool, a fakeAnswer) {
 func ok(status int, v any) fakeAnswer {
 	b, _ := json.Marshal(v)
 	return fakeAnswer{status, b}
+}
+
+// indent rewrites a JSON answer with spaces, as another encoder might.
+func indent(a fakeAnswer) fakeAnswer {
+	var buf bytes.Buffer
+	if json.Indent(&buf, a.body, "", "  ") == nil {
+		a.body = buf.Bytes()
+	}
+	return a
 }
 
 func fail(status int, typ string, skus ...string) fakeAnswer {
@@ -200,7 +215,25 @@ func (f *fakeShop) handle(r *http.Request, items []item, ttl string, quantity in
 		if o := f.orders[id]; o != nil {
 			return ok(http.StatusOK, o)
 		}
+	case kind == "orders" && action == "cancel" && f.orders[id] != nil:
+		o := f.orders[id]
+		if o.Status != "placed" {
+			return fail(http.StatusConflict, "/problems/order-not-cancellable")
+		}
+		for _, it := range o.Items {
+			f.skus[it.SKU].Sold -= int64(it.Quantity)
+			f.skus[it.SKU].Available += int64(it.Quantity)
+		}
+		o.Status = "cancelled"
+		return ok(http.StatusOK, o)
 	case kind == "orders" && id == "":
+		if f.capQuantity {
+			capped := make([]item, len(items))
+			for i, it := range items {
+				capped[i] = item{SKU: it.SKU, Quantity: 1}
+			}
+			items = capped
+		}
 		if short := f.take(items, false); short != nil {
 			return fail(http.StatusConflict, "/problems/insufficient-stock", short...)
 		}

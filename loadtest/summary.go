@@ -14,6 +14,10 @@ import (
 
 // Summary is the end-of-test result, as text (k6's layout) and JSON.
 type Summary struct {
+	// Started is when the load began (after the seeding); it ended Duration
+	// later (before the audit). A tool that samples the service's resources
+	// reads the load's window off them.
+	Started    time.Time
 	Duration   time.Duration
 	reqDur     *hdrhistogram.Histogram
 	iterDur    *hdrhistogram.Histogram
@@ -33,8 +37,11 @@ type Summary struct {
 	BytesOut   int64
 	MaxVUs     int64
 	Audit      Audit
-	Verdicts   []Verdict
-	Timeline   []Point
+	// Ceiling is the path of a ceiling run (GETs, no orders, no audit); empty
+	// for orders.
+	Ceiling  string
+	Verdicts []Verdict
+	Timeline []Point
 }
 
 // Verdict is one threshold's outcome.
@@ -55,8 +62,10 @@ type Point struct {
 	P99    float64 `json:"p99_ms"`
 }
 
-func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit Audit) *Summary {
-	s := &Summary{Duration: d, reqDur: newHist(), iterDur: newHist(), Audit: audit,
+// summarize merges the VUs' figures and the audit's; audit is nil for a run
+// that audits nothing (the ceiling), which then has no audit checks.
+func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit *Audit) *Summary {
+	s := &Summary{Duration: d, reqDur: newHist(), iterDur: newHist(),
 		Dropped: lv.dropped.Load(), BytesIn: lv.bytesIn.Load(), BytesOut: lv.bytesOut.Load(), MaxVUs: lv.maxVUs.Load(),
 		Named: map[string]checkCount{}}
 	for k := range s.byKind {
@@ -79,18 +88,21 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 		s.Cancelled += v.cancelled
 		s.Abandoned += v.abandoned
 	}
-	// The audit's own checks: clients and service agree, and nothing is oversold.
-	s.Checks += 2
-	if len(audit.Mismatches) > 0 || !audit.ServerAudit {
-		s.ChecksFail++
-	}
-	if audit.Oversold > 0 || !audit.Consistent {
-		s.ChecksFail++
-	}
-	if h := audit.Holds; h != nil { // and every hold's units accounted for
-		s.auditCheck(chkAuditHolds, h.StillHeld == 0 && len(h.Problems) == 0)
-		s.auditCheck(chkAuditSoldTwice, h.UnitsSoldTwice == 0)
-		s.auditCheck(chkAuditLost, h.UnitsLost == 0 && audit.Reserved == 0)
+	if audit != nil {
+		s.Audit = *audit
+		// The audit's own checks: clients and service agree, and nothing is oversold.
+		s.Checks += 2
+		if len(audit.Mismatches) > 0 || !audit.ServerAudit {
+			s.ChecksFail++
+		}
+		if audit.Oversold > 0 || !audit.Consistent {
+			s.ChecksFail++
+		}
+		if h := audit.Holds; h != nil { // and every hold's units accounted for
+			s.auditCheck(chkAuditHolds, h.StillHeld == 0 && len(h.Problems) == 0)
+			s.auditCheck(chkAuditSoldTwice, h.UnitsSoldTwice == 0)
+			s.auditCheck(chkAuditLost, h.UnitsLost == 0 && audit.Reserved == 0)
+		}
 	}
 	for i := range rec.shards {
 		sh := &rec.shards[i]
@@ -285,6 +297,11 @@ func (s *Summary) WriteText(w io.Writer) {
 	trendLine("iteration_duration", s.iterDur)
 	line("iterations", "%d %.1f/s", s.Iterations, perSec(s.Iterations))
 	line("vus_max", "%d", s.MaxVUs)
+	if s.Ceiling != "" {
+		line("ceiling", "GET %s: %d answered 2xx, %.1f/s (no orders, no audit)", s.Ceiling, s.Accepted, perSec(s.Accepted))
+		s.writeVerdicts(w)
+		return
+	}
 	line("orders_accepted", "%d (cancelled %d)", s.Accepted, s.Cancelled)
 	line("orders_refused", "%d", s.Refused)
 	line("units_stocked", "%d", s.Audit.Stocked)
@@ -316,6 +333,10 @@ func (s *Summary) WriteText(w io.Writer) {
 	if s.Audit.AuditProblem != "" {
 		fmt.Fprintf(w, "     ✗ audit: %s\n", s.Audit.AuditProblem)
 	}
+	s.writeVerdicts(w)
+}
+
+func (s *Summary) writeVerdicts(w io.Writer) {
 	if len(s.Verdicts) > 0 {
 		fmt.Fprintln(w, "\n     thresholds:")
 		for _, v := range s.Verdicts {
@@ -337,6 +358,8 @@ func (s *Summary) WriteJSON(path string) error {
 	}
 	out := map[string]any{
 		"duration_s":            s.Duration.Seconds(),
+		"started_at":            s.Started.UTC().Format(time.RFC3339Nano),
+		"ended_at":              s.Started.Add(s.Duration).UTC().Format(time.RFC3339Nano),
 		"http_reqs":             s.Reqs,
 		"http_req_failed":       ratio(s.Failed, s.Reqs),
 		"http_req_duration_ms":  q(s.reqDur),
@@ -355,6 +378,12 @@ func (s *Summary) WriteJSON(path string) error {
 		"oversold":              s.Audit.Oversold,
 		"thresholds":            s.Verdicts,
 		"timeline":              s.Timeline,
+	}
+	if s.Ceiling != "" {
+		// orders_accepted holds the 2xx answers; there is nothing to audit.
+		out["ceiling"] = s.Ceiling
+		delete(out, "audit")
+		delete(out, "oversold")
 	}
 	if len(s.Named) > 0 {
 		out["checks_by_name"] = s.Named
