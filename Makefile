@@ -33,13 +33,13 @@ test-faults: ## Run the fault-injection tests (PostgreSQL, redis-server, etcd, Z
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: bench
-bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then holds and the lock services on the default: BENCHMARKS.md, charts (PROFILE=quick|full).
+bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then holds, the lock services and the soak to 1,000,000 orders on the default: BENCHMARKS.md, charts (PROFILE=quick|full).
 	$(GO) run ./cmd/bench -profile $(PROFILE)
 
 .PHONY: bench-micro
-bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL, etcd, ZooKeeper, Azure blob lease) side by side and against redislock, the load generator against wrk.
+bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL, etcd, ZooKeeper, Azure blob lease) side by side and against redislock; the load generator against wrk (trivial handler) and k6 (fresh database and replica per run, interleaved).
 	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x ./loadtest
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 30m ./loadtest # wrk on a trivial handler; k6 on real replicas (STOCKGUARD_TEST_DATABASE_URL, STOCKGUARD_TEST_REDIS_URL)
 
 .PHONY: lint
 lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).

@@ -44,6 +44,20 @@ func (r *Results) charts(dir string) error {
 	if err := savePanels(filepath.Join(dir, "throughput.png"), tput); err != nil {
 		return err
 	}
+	var cpu []*plot.Plot
+	for _, w := range workloads {
+		if _, ok := r.cost(r.strategies()[0], w.Name); !ok {
+			continue
+		}
+		c, err := r.cpuPlot(w)
+		if err != nil {
+			return err
+		}
+		cpu = append(cpu, c)
+	}
+	if err := savePanels(filepath.Join(dir, "cpu.png"), cpu); err != nil {
+		return err
+	}
 	if r.Holds != nil {
 		if err := r.Holds.chart(filepath.Join(dir, "holds.png")); err != nil {
 			return err
@@ -91,7 +105,63 @@ func (r *Results) throughputPlot(w Workload) (*plot.Plot, error) {
 		p.Add(ceiling)
 		p.Legend.Add(fmt.Sprintf("pgbench, 1 row/commit (%.0f tps)", pg), ceiling)
 	}
+	if len(r.Ceiling) > 0 {
+		var xys plotter.XYs
+		for _, c := range r.Ceiling {
+			xys = append(xys, plotter.XY{X: float64(c.VUs), Y: max(c.ReqsPerSec, 1)})
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, line.Width = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}, vg.Points(2)
+		line.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		p.Add(line)
+		p.Legend.Add("ceiling: GET "+ceilingPath, line)
+	}
 	p.Y.Max *= 12 // headroom on the log axis: the legend above the lines
+	return p, nil
+}
+
+// cpuPlot draws each strategy's CPU per accepted order on one workload,
+// stacked by part.
+func (r *Results) cpuPlot(w Workload) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = w.Title + ": CPU per accepted order"
+	p.Y.Label.Text = "µs"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	names := r.strategies()
+	parts := []struct {
+		label string
+		of    func(CPU) float64
+		c     color.RGBA
+	}{
+		{"replicas", func(c CPU) float64 { return c.Replicas }, color.RGBA{R: 0x33, G: 0x66, B: 0xcc, A: 0xff}},
+		{"Redis", func(c CPU) float64 { return c.Redis }, color.RGBA{R: 0xcc, G: 0x33, B: 0x33, A: 0xff}},
+		{"PostgreSQL", func(c CPU) float64 { return c.Postgres }, color.RGBA{R: 0x33, G: 0x99, B: 0x55, A: 0xff}},
+	}
+	var below *plotter.BarChart
+	for _, part := range parts {
+		vals := make(plotter.Values, len(names))
+		for i, s := range names {
+			c, _ := r.cost(s, w.Name)
+			vals[i] = 1e6 * part.of(c.CPU)
+		}
+		bars, err := plotter.NewBarChart(vals, vg.Points(20))
+		if err != nil {
+			return nil, err
+		}
+		bars.Color, bars.LineStyle.Width = part.c, 0
+		if below != nil {
+			bars.StackOn(below)
+		}
+		below = bars
+		p.Add(bars)
+		p.Legend.Add(part.label, bars)
+	}
+	p.NominalX(names...)
+	p.Y.Max *= 1.3 // room for the legend
 	return p, nil
 }
 

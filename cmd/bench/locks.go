@@ -49,6 +49,8 @@ type locksBench struct {
 	res  *LocksResults
 	// The three private redis-servers of Redlock, when started.
 	redlock []*redis.Client
+	// pids are each lock service's own processes, for their CPU time.
+	pids map[string][]int
 }
 
 // measureLocks runs the default strategy on each lock service, interleaved.
@@ -57,7 +59,7 @@ func measureLocks(ctx context.Context, o options, bins topology.Binaries, db *go
 	b := &locksBench{o: o, bins: bins, db: db, rdb: rdb, log: log, res: &LocksResults{Command: o.command, When: m.When,
 		Commit: m.Commit, Strategy: string(orders.DefaultStrategy), Replicas: o.replicas, VUs: o.locksVUs,
 		Repeats: o.profile.LocksRepeats, Duration: o.profile.LocksDuration, Warmup: lockWarmup, Cores: m.Cores,
-		LoadBefore: loadAverage()}}
+		LoadBefore: loadAverage()}, pids: map[string][]int{}}
 	var names []string
 	for _, w := range o.workloads {
 		if slices.Contains(lockWorkloads, w.Name) {
@@ -82,12 +84,20 @@ func measureLocks(ctx context.Context, o options, bins topology.Binaries, db *go
 				break
 			}
 			env, stop = []string{"STOCKGUARD_LOCK_URL=" + u}, stopServers
+			for _, c := range b.redlock {
+				if pid := redisPid(ctx, "/proc", c); pid > 0 {
+					b.pids[name] = append(b.pids[name], pid)
+				}
+			}
 		case "postgres":
 			env = []string{"STOCKGUARD_LOCK_URL=" + o.databaseURL}
 		default: // a private server of its own: etcd, zk, azblob
-			e, stopServer, why, err := startLockServer(ctx, name, o.requireReal, log)
+			e, pid, stopServer, why, err := startLockServer(ctx, name, o.requireReal, log)
 			if err != nil {
 				return nil, err
+			}
+			if pid > 0 {
+				b.pids[name] = []int{pid}
 			}
 			s.NotRun, env, stop = why, e, stopServer
 		}
@@ -164,7 +174,13 @@ func (b *locksBench) contender(ctx context.Context, w Workload, name string, env
 	if err != nil {
 		return LockRun{}, err
 	}
-	r, err := loadRun(ctx, b.bins.Loadtest, c.lb.URL, b.rdb, b.db, w, b.res.VUs, b.res.Duration)
+	pids := make([]int, len(c.procs))
+	for i, p := range c.procs {
+		pids[i] = p.Process.Pid
+	}
+	meter := newCPUMeter(ctx, b.rdb, pids)
+	meter.locks = b.pids[name]
+	r, err := meteredRun(ctx, meter, b.bins.Loadtest, c.lb.URL, b.rdb, b.db, w, b.res.VUs, b.res.Duration)
 	if err != nil {
 		return LockRun{}, err
 	}
@@ -178,7 +194,7 @@ func (b *locksBench) contender(ctx context.Context, w Workload, name string, env
 		lr.PeakRSS = max(lr.PeakRSS, vmHWM(p.Process.Pid))
 	}
 	b.log.Info("locks: run", "workload", w.Name, "lock_service", name, "round", round+1, "orders/s", int(r.OrdersPerSec),
-		"p99_ms", r.P99, "failed", r.FailedRatio, "oversold", r.Oversold, "consistent", r.Consistent)
+		"p99_ms", r.P99, "cpu_us_per_order", int(1e6*r.CPUPerOrder()), "failed", r.FailedRatio, "oversold", r.Oversold, "consistent", r.Consistent)
 	return lr, nil
 }
 

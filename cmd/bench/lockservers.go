@@ -13,9 +13,9 @@ import (
 
 // startLockServer starts the private server of lock service name (etcd, zk or
 // azblob) and returns the replicas' environment for it and how to stop it.
-// When the server is not installed it returns why instead (notRun), or an
+// pid is the server's process, for its CPU time. When the server is not installed it returns why instead (notRun), or an
 // error when require.
-func startLockServer(ctx context.Context, name string, require bool, log *slog.Logger) (env []string, stop func(), notRun string, err error) {
+func startLockServer(ctx context.Context, name string, require bool, log *slog.Logger) (env []string, pid int, stop func(), notRun string, err error) {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var srv *lockserver.Server
@@ -35,16 +35,16 @@ func startLockServer(ctx context.Context, name string, require bool, log *slog.L
 			env = []string{"STOCKGUARD_LOCK_URL=azblob://bench-locks", "AZURE_STORAGE_CONNECTION_STRING=" + az.ConnectionString}
 		}
 	default:
-		return nil, nil, "", fmt.Errorf("locks: no server to start for %q", name)
+		return nil, 0, nil, "", fmt.Errorf("locks: no server to start for %q", name)
 	}
 	if errors.Is(err, lockserver.ErrNotInstalled) && !require {
-		return nil, nil, err.Error(), nil
+		return nil, 0, nil, err.Error(), nil
 	}
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("locks: %s: %w", name, err)
+		return nil, 0, nil, "", fmt.Errorf("locks: %s: %w", name, err)
 	}
 	log.Info("locks: started a private server", "lock_service", name, "addr", srv.Addr)
-	return env, func() { _ = srv.Close() }, "", nil
+	return env, srv.Pid(), func() { _ = srv.Close() }, "", nil
 }
 
 // lockURLOf is the STOCKGUARD_LOCK_URL of env, "" when it has none.

@@ -76,8 +76,11 @@ type LockPoint struct {
 	// and the Redlock servers) and database write transactions.
 	RedisPerOrder    float64 `json:"redis_commands_per_order"`
 	DBWritesPerOrder float64 `json:"db_write_transactions_per_order"`
-	Oversold         int64   `json:"oversold"`
-	Consistent       bool    `json:"consistent"`
+	// CPU is the order path's CPU per accepted order over all the runs: the
+	// replicas, Redis, PostgreSQL and the lock service's own servers.
+	CPU        CPU   `json:"cpu_s_per_order"`
+	Oversold   int64 `json:"oversold"`
+	Consistent bool  `json:"consistent"`
 	// PeakRSS is the largest replica's peak resident set over the runs.
 	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
 }
@@ -100,6 +103,7 @@ func lockPoints(runs []LockRun, services []string, wls []Workload) []LockPoint {
 			p := LockPoint{Workload: w.Name, Title: w.Title, Service: s, Consistent: true}
 			var rate, p99, failed, ratio, p99Ratio []float64
 			var cmds, txs, accepted int64
+			var cpu CPU
 			for _, r := range runs {
 				if r.Workload != w.Name || r.Service != s {
 					continue
@@ -115,6 +119,7 @@ func lockPoints(runs []LockRun, services []string, wls []Workload) []LockPoint {
 					}
 				}
 				cmds, txs, accepted = cmds+r.RedisCmds+r.LockCmds, txs+r.DBWriteTxs, accepted+r.Accepted
+				cpu = cpu.add(r.CPU)
 				p.Oversold += r.Oversold
 				p.Consistent = p.Consistent && r.Consistent
 				p.PeakRSS = max(p.PeakRSS, r.PeakRSS)
@@ -126,6 +131,7 @@ func lockPoints(runs []LockRun, services []string, wls []Workload) []LockPoint {
 			p.Ratio, p.P99Ratio = median(ratio), median(p99Ratio)
 			a := float64(max(accepted, 1))
 			p.RedisPerOrder, p.DBWritesPerOrder = float64(cmds)/a, float64(txs)/a
+			p.CPU = cpu.div(a)
 			out = append(out, p)
 		}
 	}
@@ -188,25 +194,25 @@ func (l *LocksResults) markdown(w io.Writer, out string) {
 	fmt.Fprintf(w, "%s\n\nMeasured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas behind the balancer, %d VUs, with the load generator of the strategies' runs (quantity 1, an Idempotency-Key on every order, no retries or cancels); each figure the median of %d runs of %s. The lock services take turns (%s, then again), each run on emptied tables (the lock table too), new replicas and a Redis namespace of their own, after a %s warm-up and ANALYZE; the ratios to %s are the medians of each round's ratio to the %s run of that round. **Read the ratios, not the absolute figures:** the machine has %d cores shared by the replicas, the balancer, the generator, Redis, PostgreSQL and whatever else runs on it (%s), and its disk moves absolute figures up to 2× between runs.\n\n",
 		locksHeading, l.Command, l.profileName(), l.When, l.Commit, l.Strategy, l.Replicas, l.VUs, l.Repeats, l.Duration,
 		strings.Join(l.run(), ", "), l.Warmup, lockBase, lockBase, l.Cores, l.loadNote())
-	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | Redis commands / order | DB write transactions / order | peak RSS per replica | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | CPU µs / order (of it, the lock service's) | Redis commands / order | DB write transactions / order | peak RSS per replica | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, t := range l.titles() {
 		for _, s := range l.Services {
 			if s.NotRun != "" {
-				fmt.Fprintf(w, "| %s | %s | not run: %s | | | | | | | |\n", t[1], s.Name, mdEscape(s.NotRun))
+				fmt.Fprintf(w, "| %s | %s | not run: %s | | | | | | | | |\n", t[1], s.Name, mdEscape(s.NotRun))
 				continue
 			}
 			p, ok := l.point(t[0], s.Name)
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %s | %s | %.2f | %.3f | %s | %d oversold, consistent: %v |\n", t[1], s.Name,
-				p.OrdersPerSec, p.P99, fmtRatio(p.Ratio), fmtRatio(p.P99Ratio), p.RedisPerOrder, p.DBWritesPerOrder, fmtMiB(p.PeakRSS), p.Oversold, p.Consistent)
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %s | %s | %s | %.2f | %.3f | %s | %d oversold, consistent: %v |\n", t[1], s.Name,
+				p.OrdersPerSec, p.P99, fmtRatio(p.Ratio), fmtRatio(p.P99Ratio), fmtCPU(p.CPU), p.RedisPerOrder, p.DBWritesPerOrder, fmtMiB(p.PeakRSS), p.Oversold, p.Consistent)
 		}
 	}
 	if len(l.Points) == 0 {
 		for _, s := range l.Services {
 			if s.NotRun != "" {
-				fmt.Fprintf(w, "| — | %s | not run: %s | | | | | | | |\n", s.Name, mdEscape(s.NotRun))
+				fmt.Fprintf(w, "| — | %s | not run: %s | | | | | | | | |\n", s.Name, mdEscape(s.NotRun))
 			}
 		}
 	}
@@ -370,4 +376,16 @@ func (l *LocksResults) chart(path string) error {
 		panels = append(panels, p)
 	}
 	return savePanels(path, panels)
+}
+
+// fmtCPU is CPU per order in µs, with the lock service's own share when it
+// has servers of its own; "–" when not measured (results from before it was).
+func fmtCPU(c CPU) string {
+	switch {
+	case c.Total() == 0:
+		return "–"
+	case c.LockService > 0:
+		return fmt.Sprintf("%.0f (%.0f)", 1e6*c.Total(), 1e6*c.LockService)
+	}
+	return fmt.Sprintf("%.0f", 1e6*c.Total())
 }

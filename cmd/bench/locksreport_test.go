@@ -13,7 +13,8 @@ import (
 func TestLockPoints(t *testing.T) {
 	run := func(s, w string, round int, rate, p99 float64) LockRun {
 		return LockRun{Service: s, Round: round, Run: Run{Workload: w, OrdersPerSec: rate, P99: p99, Accepted: int64(rate),
-			RedisCmds: int64(rate) * 2, DBWriteTxs: int64(rate) / 10, Consistent: true}}
+			RedisCmds: int64(rate) * 2, DBWriteTxs: int64(rate) / 10, Consistent: true,
+			CPU: CPU{Replicas: rate * 100e-6, Postgres: rate * 50e-6}}}
 	}
 	runs := []LockRun{
 		run("redis", "hot", 1, 1000, 10), run("postgres", "hot", 1, 500, 40),
@@ -22,25 +23,29 @@ func TestLockPoints(t *testing.T) {
 		run("redis", "zipf", 1, 800, 5),
 	}
 	runs[5].LockCmds = 300
+	runs[5].CPU.LockService = 900 * 30e-6 // postgres's round 3 with a lock server of 30 µs per order
 	runs[3].Oversold, runs[3].Consistent = 2, false
 	pts := lockPoints(runs, []string{"redis", "postgres"}, workloads)
 	if len(pts) != 3 {
 		t.Fatalf("%d points, want 3 (hot: redis, postgres; zipf: redis): %+v", len(pts), pts)
 	}
 	want := []LockPoint{
-		{Workload: "hot", Service: "redis", Runs: 3, OrdersPerSec: 1500, P99: 10, Ratio: 1, P99Ratio: 1, RedisPerOrder: 2, DBWritesPerOrder: 0.1, Consistent: true},
+		{Workload: "hot", Service: "redis", Runs: 3, OrdersPerSec: 1500, P99: 10, Ratio: 1, P99Ratio: 1, RedisPerOrder: 2, DBWritesPerOrder: 0.1, Consistent: true,
+			CPU: CPU{Replicas: 100e-6, Postgres: 50e-6}},
 		// Rounds' ratios 0.5, 0.8, 0.6: median 0.6 (the ratio of the medians would be 900/1500 = 0.6 too, so p99 tells them apart).
 		// p99 ratios 4, 1.5, 3: median 3 (the medians' ratio would be 30/10 = 3); orders/s median 900.
 		{Workload: "hot", Service: "postgres", Runs: 3, OrdersPerSec: 900, P99: 30, Ratio: 0.6, P99Ratio: 3,
-			RedisPerOrder: (6000 + 300) / 3000.0, DBWritesPerOrder: 0.1, Oversold: 2, Consistent: false},
-		{Workload: "zipf", Service: "redis", Runs: 1, OrdersPerSec: 800, P99: 5, Ratio: 1, P99Ratio: 1, RedisPerOrder: 2, DBWritesPerOrder: 0.1, Consistent: true},
+			RedisPerOrder: (6000 + 300) / 3000.0, DBWritesPerOrder: 0.1, Oversold: 2, Consistent: false,
+			CPU: CPU{Replicas: 100e-6, Postgres: 50e-6, LockService: 900 * 30e-6 / 3000}},
+		{Workload: "zipf", Service: "redis", Runs: 1, OrdersPerSec: 800, P99: 5, Ratio: 1, P99Ratio: 1, RedisPerOrder: 2, DBWritesPerOrder: 0.1, Consistent: true,
+			CPU: CPU{Replicas: 100e-6, Postgres: 50e-6}},
 	}
 	for i, w := range want {
 		g := pts[i]
 		g.Title = ""
 		if g.Workload != w.Workload || g.Service != w.Service || g.Runs != w.Runs || g.Oversold != w.Oversold || g.Consistent != w.Consistent ||
 			!near(g.OrdersPerSec, w.OrdersPerSec) || !near(g.P99, w.P99) || !near(g.Ratio, w.Ratio) || !near(g.P99Ratio, w.P99Ratio) ||
-			!near(g.RedisPerOrder, w.RedisPerOrder) || !near(g.DBWritesPerOrder, w.DBWritesPerOrder) {
+			!near(g.RedisPerOrder, w.RedisPerOrder) || !near(g.DBWritesPerOrder, w.DBWritesPerOrder) || !near(g.CPU.Total(), w.CPU.Total()) {
 			t.Errorf("point %d:\n got %+v\nwant %+v", i, g, w)
 		}
 	}
@@ -75,8 +80,10 @@ func TestLocksMarkdown(t *testing.T) {
 		Services: []LockService{{Name: "redis", Where: lockWhere["redis"]}, {Name: "redlock", Where: lockWhere["redlock"], NotRun: "no redis-server | on the PATH"},
 			{Name: "postgres", Where: lockWhere["postgres"]}},
 		Points: []LockPoint{
-			{Workload: "hot", Title: "one hot SKU", Service: "redis", OrdersPerSec: 1234.4, P99: 56.6, Ratio: 1, P99Ratio: 1, RedisPerOrder: 3.5, DBWritesPerOrder: 0.0125, Consistent: true, PeakRSS: 63 << 19},
-			{Workload: "hot", Title: "one hot SKU", Service: "postgres", OrdersPerSec: 600, P99: 120, Ratio: 0.49, P99Ratio: 2.1, RedisPerOrder: 1, DBWritesPerOrder: 0.5, Consistent: true},
+			{Workload: "hot", Title: "one hot SKU", Service: "redis", OrdersPerSec: 1234.4, P99: 56.6, Ratio: 1, P99Ratio: 1, RedisPerOrder: 3.5, DBWritesPerOrder: 0.0125, Consistent: true, PeakRSS: 63 << 19,
+				CPU: CPU{Replicas: 200e-6, Redis: 40e-6, Postgres: 100e-6}},
+			{Workload: "hot", Title: "one hot SKU", Service: "postgres", OrdersPerSec: 600, P99: 120, Ratio: 0.49, P99Ratio: 2.1, RedisPerOrder: 1, DBWritesPerOrder: 0.5, Consistent: true,
+				CPU: CPU{Replicas: 200e-6, Postgres: 300e-6, LockService: 100e-6}},
 			{Workload: "zipf", Title: "100 SKUs, zipf", Service: "redis", OrdersPerSec: 900, P99: 80, Ratio: 1, P99Ratio: 1, Consistent: true},
 		}}
 	var b bytes.Buffer
@@ -86,9 +93,10 @@ func TestLocksMarkdown(t *testing.T) {
 		"## Lock services\n\nMeasured by `go run ./cmd/bench -locks only -profile quick` (profile quick) on 2026-01-02T03:04:05Z, commit abc123",
 		"(redis, postgres, then again)",
 		"2 cores", "load average 7.5 before this section and 8.2 after, above its 2 cores before it started: other work",
-		"| one hot SKU | redis | 1234 | 57 ms | 1.00× | 1.00× | 3.50 | 0.013 | 31.5 MiB | 0 oversold, consistent: true |\n",
-		"| one hot SKU | redlock | not run: no redis-server \\| on the PATH | | | | | | | |\n",
-		"| one hot SKU | postgres | 600 | 120 ms | 0.49× | 2.10× | 1.00 | 0.500 | — | 0 oversold, consistent: true |\n",
+		"| one hot SKU | redis | 1234 | 57 ms | 1.00× | 1.00× | 340 | 3.50 | 0.013 | 31.5 MiB | 0 oversold, consistent: true |\n",
+		"| one hot SKU | redlock | not run: no redis-server \\| on the PATH | | | | | | | | |\n",
+		"| one hot SKU | postgres | 600 | 120 ms | 0.49× | 2.10× | 600 (100) | 1.00 | 0.500 | — | 0 oversold, consistent: true |\n",
+		"| 100 SKUs, zipf | redis | 900 | 80 ms | 1.00× | 1.00× | – |",
 		"| 100 SKUs, zipf | redlock | not run: ",
 		"| 100 SKUs, zipf | redis | 900 | 80 ms | 1.00× | 1.00× |",
 		"![orders/s and p99 per lock service and workload](benchmarks/locks.png)",

@@ -10,6 +10,7 @@
 //	go run ./cmd/bench -profile full   # longer runs, more repeats
 //	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
 //	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
+//	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders: its section replaced in place
 package main
 
 import (
@@ -82,9 +83,9 @@ type Profile struct {
 }
 
 var profiles = map[string]Profile{
-	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 3, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second,
+	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 4, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second,
 		SweepHolds: 20_000, SweepBefore: 5 * time.Second, LocksDuration: 2 * time.Second, LocksRepeats: 3},
-	"full": {Name: "full", Duration: 10 * time.Second, Repeats: 5, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second,
+	"full": {Name: "full", Duration: 10 * time.Second, Repeats: 6, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second,
 		SweepHolds: 100_000, SweepBefore: 10 * time.Second, LocksDuration: 10 * time.Second, LocksRepeats: 5},
 }
 
@@ -102,6 +103,10 @@ type options struct {
 	locks       string // on, off or only
 	locksVUs    int
 	requireReal bool   // STOCKGUARD_TEST_REQUIRE_REAL=1: no lock service skipped for want of a redis-server
+	soak        string // on, off or only
+	soakOrders  int64
+	soakStep    int64
+	soakVUs     int
 	command     string // as typed, for the report
 }
 
@@ -113,7 +118,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	names := fs.String("workloads", "hot,zipf,multi", "workloads to run, comma-separated: hot, zipf, multi")
 	vus := fs.String("vus", "", "VU counts, comma-separated (default: the profile's)")
 	duration := fs.Duration("duration", 0, "length of each run (default: the profile's)")
-	repeats := fs.Int("repeats", 0, "runs per point; the median is kept (default: the profile's)")
+	repeats := fs.Int("repeats", 0, "rounds: the strategies are measured in turn, in ABBA order, this many times; each point keeps its median (default: the profile's)")
 	var o options
 	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
 	fs.StringVar(&o.databaseURL, "database-url", envOr(getenv, "STOCKGUARD_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/stockguard_bench?sslmode=disable"),
@@ -128,9 +133,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&o.locks, "locks", "on", "the lock services benchmark (redis, redlock, postgres, etcd, zk, azblob) on the default strategy: on, off, or only "+
 		"(nothing else measured; its section of the report, locks.json and locks.png replaced in place)")
 	fs.IntVar(&o.locksVUs, "locks-vus", 64, "VUs of the lock services benchmark")
+	fs.StringVar(&o.soak, "soak", "on", "the soak on the default strategy, hot and zipf alternating until the database holds -soak-orders orders, "+
+		"never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
+	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
+	fs.Int64Var(&o.soakStep, "soak-step", 100_000, "the soak's step: orders/s and p99 per this many orders")
+	fs.IntVar(&o.soakVUs, "soak-vus", 64, "VUs of the soak")
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
 	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
-		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json)")
+		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Soak section and chart from a soak.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,6 +172,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if o.locksVUs < 1 {
 		return fmt.Errorf("locks-vus: %d is not a positive number", o.locksVUs)
 	}
+	if o.soak != "on" && o.soak != "off" && o.soak != "only" {
+		return fmt.Errorf("soak: %q (want on, off or only)", o.soak)
+	}
+	if o.soakOrders < 1 || o.soakStep < 1 || o.soakStep > o.soakOrders || o.soakVUs < 1 {
+		return fmt.Errorf("soak: orders %d, step %d, VUs %d: want positive numbers, the step no more than the orders", o.soakOrders, o.soakStep, o.soakVUs)
+	}
 	o.requireReal = getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1"
 	o.command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))
 	if *vus != "" {
@@ -190,6 +206,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		o.workloads = append(o.workloads, workloads[i])
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if o.soak == "only" && !o.only() {
+		return runSoak(ctx, o, log, stdout)
+	}
 	res, err := measure(ctx, o, log)
 	if err != nil {
 		return err
@@ -209,6 +228,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			res.Locks.printSummary(stdout)
 			fmt.Fprintf(stdout, "\nwrote the Lock services section of %s, %s/locks.json and %s/locks.png\n", o.markdown, o.out, o.out)
 		}
+		if o.soak == "only" {
+			return runSoak(ctx, o, log, stdout)
+		}
 		return nil
 	}
 	if err := res.write(o); err != nil {
@@ -216,11 +238,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	res.printSummary(stdout)
 	fmt.Fprintf(stdout, "\nwrote %s, %s/results.json and the charts in %s/\n", o.markdown, o.out, o.out)
-	return nil
+	return soakAfterReport(ctx, o, log, stdout)
 }
 
 // only says whether a section alone is measured (-holds only, -locks only, or
-// both): then the strategies and the sections left on are not.
+// both): then the strategies and the sections left on are not. -soak only is
+// not among them: it measures nothing else, and runs beside them when combined.
 func (o options) only() bool { return o.holds == "only" || o.locks == "only" }
 
 func joinStrategies(ss []orders.Strategy) string {
@@ -244,6 +267,17 @@ func rerender(path string, o options, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if filepath.Base(path) == "soak.json" {
+		s, err := readSoak(path)
+		if err != nil {
+			return err
+		}
+		if err := s.writeOnly(o); err != nil {
+			return err
+		}
+		s.printSummary(stdout)
+		return nil
 	}
 	if filepath.Base(path) == "locks.json" {
 		var l LocksResults
@@ -281,5 +315,5 @@ func rerender(path string, o options, stdout io.Writer) error {
 		return err
 	}
 	res.printSummary(stdout)
-	return nil
+	return keepSoakSection(o)
 }

@@ -19,10 +19,14 @@ replace this file, `+"`benchmarks/results.json`"+` (every run) and the charts.
 **Setup.** %d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
 the machine's Redis and PostgreSQL, with the load generator as the client (closed model:
 each VU sends its next order when the last is answered; quantity 1, an Idempotency-Key on
-every order, no retries or cancels). Each figure is the median of %d runs of %s; the
+every order, no retries or cancels). The strategies are measured in %d rounds, in turn,
+in ABBA order (forward, then backward), each turn on emptied tables and new replicas; each
+figure is the median of its rounds' runs of %s, ± half their range as a share of it. The
 service runs with its defaults (lock TTL 5s, lock wait 2s). Every run ends with the load
 generator's audit. Stock is ample in the throughput runs; a sell-out run per strategy
-(%d units, %d VUs) checks overselling.
+(%d units, %d VUs) checks overselling. The **ceiling** is the same generator, balancer and
+replicas at the same VUs on `+"`GET "+ceilingPath+"`"+`, an endpoint with nothing to do: what
+the HTTP path allows on this machine.
 
 **Machine.** %s, %d cores, %s memory; %s; PostgreSQL %s (fsync %s, synchronous_commit %s);
 Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares the cores.
@@ -45,19 +49,34 @@ Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares t
 	r.table(w)
 	fmt.Fprintf(w, "\n![accepted orders/s against VUs per strategy](%s/throughput.png)\n\n![latency percentiles per strategy](%s/latency.png)\n", o.out, o.out)
 
-	fmt.Fprintf(w, "\n## Cost per accepted order, safety and memory\n\n")
-	fmt.Fprintf(w, "| strategy | Redis commands | DB write transactions | sell-out: sold / oversold | peak RSS per replica |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n## Cost per accepted order\n\n")
+	fmt.Fprintf(w, "| strategy | workload | CPU µs: replicas + Redis + PostgreSQL = total | Redis commands | DB write transactions |\n|---|---|---:|---:|---:|\n")
 	for _, c := range r.Costs {
-		s := r.Sellout[c.Strategy]
-		fmt.Fprintf(w, "| %s | %.2f | %.3f | %d / %d | %.1f MiB |\n", c.Strategy, c.RedisPerOrder, c.DBWritesPerOrder,
-			s.Accepted, s.Oversold, float64(r.RSS[c.Strategy])/(1<<20))
+		fmt.Fprintf(w, "| %s | %s | %.0f + %.0f + %.0f = **%.0f** | %.2f | %.3f |\n", c.Strategy, c.Workload,
+			1e6*c.CPU.Replicas, 1e6*c.CPU.Redis, 1e6*c.CPU.Postgres, 1e6*c.CPU.Total(), c.RedisPerOrder, c.DBWritesPerOrder)
 	}
-	fmt.Fprint(w, `
-Redis commands are the server's `+"`total_commands_processed`"+` over a run, and database write
-transactions the transaction ids PostgreSQL assigned, both divided by the orders accepted;
-both include the run's seeding and audit.
+	fmt.Fprintf(w, `
+CPU is user and system time from `+"`/proc/<pid>/stat`"+` of the replicas, the Redis server and
+every PostgreSQL process (with the postmaster's reaped backends, and its background
+writers: the WAL an order writes is part of its cost), sampled every 100 ms and read off
+at the start and end of each run's load phase; Redis commands are the server's
+`+"`total_commands_processed`"+` and database write transactions the transaction ids
+PostgreSQL assigned, over the whole run (its seeding and audit included). All three are
+summed over every VU count and round of the workload and divided by the orders accepted.
+The balancer and the generator are not counted: they are the client's side.
 
-`)
+![CPU per accepted order](%s/cpu.png)
+
+## Safety and memory
+
+| strategy | sell-out: sold / oversold | peak RSS per replica |
+|---|---:|---:|
+`, o.out)
+	for _, s := range r.strategies() {
+		sell := r.Sellout[s]
+		fmt.Fprintf(w, "| %s | %d / %d | %.1f MiB |\n", s, sell.Accepted, sell.Oversold, float64(r.RSS[s])/(1<<20))
+	}
+	fmt.Fprintln(w)
 	if r.Holds != nil {
 		r.Holds.markdown(w, o.out)
 		fmt.Fprintln(w)
@@ -70,7 +89,7 @@ both include the run's seeding and audit.
 
 | strategy | what it does per order |
 |---|---|
-| `+"`lock-batch`"+` (default) | per-SKU lock through pkg/lock; the orders for one SKU set that queue on a replica are decided one by one against the stock and committed in one transaction (one guarded decrement by the total, each order with its own lines, ledger entries, idempotency record and answer) |
+| `+"`lock-batch`"+` (default) | per-SKU locks through pkg/lock; the orders that queue on a replica, whatever their SKUs, are served together: the leader locks the union of their SKUs (in order, all or none), decides each order in arrival order against the stock and commits them all in one transaction (one guarded, fenced decrement per SKU by its total, each order with its own lines, ledger entries, idempotency record and answer) |
 | `+"`lock`"+` | per-SKU lock through pkg/lock (local queue, wake-on-release, watchdog, fencing): cache check, guarded fenced decrement with the idempotency record in its transaction, cache update |
 | `+"`lock-polling`"+` | the same on plain bsm/redislock, polling every 10 ms, no watchdog, no fencing: the common practice |
 | `+"`db-atomic`"+` | no lock: the guarded decrement and the idempotency record in one transaction per order |
@@ -85,13 +104,18 @@ both include the run's seeding and audit.
 - db-atomic and redis-atomic serialize on the row lock inside PostgreSQL; lock and
   lock-polling serialize on the Redis lock and pay one commit per order
   inside it. lock-polling also pays for the time between a release and the next poll.
-- On 100 SKUs the contention is spread, and the per-order commit dominates. On
-  multi-SKU orders few orders share a SKU set, so lock-batch's batches are small and
-  it pays for its locks without much to share them with: there db-atomic is ahead.
-- Peak RSS is each replica's VmHWM. About 41 MiB of it is the binary's own code and
-  data mapped in (RssFile of a replica at rest: the one binary carries three database
-  drivers, SQLite in C, an embedded Redis, gin and Prometheus); the rest is the Go heap
-  and stacks under load.
+- On 100 SKUs the contention is spread, and the per-order commit dominates the strategies
+  that commit each order alone. lock-batch batches a replica's whole queue across SKU sets,
+  so its batches are as large there as on one SKU; what it pays instead is the union's
+  locks (a batch at 256 VUs locks dozens of SKUs) and one guarded UPDATE per SKU in the
+  batch's transaction.
+- Peak RSS is each replica's VmHWM. 38-48 MiB of it is the binary's own pages (RssFile):
+  the kernel keeps the 48.5 MB file in the page cache as large folios and maps each
+  whole on the first touch, so the whole binary counts, at rest already (one copy for all
+  the replicas of a machine). The one binary carries three database drivers, SQLite in
+  C, an embedded Redis, etcd's gRPC client, the Azure SDK, gin and Prometheus. The rest is
+  the Go runtime's (RssAnon, 19-26 MiB under 256 VUs): a 7-8 MiB live heap, goroutine
+  stacks and GC metadata, with the heap let to grow to twice what is live.
 `)
 	fmt.Fprintf(w, "\nProfile %q: %d VU counts %s, %d workloads, %d strategies.\n", r.Profile.Name, len(r.Profile.VUs),
 		strings.Trim(fmt.Sprint(r.Profile.VUs), "[]"), len(o.workloads), len(r.strategies()))

@@ -31,6 +31,7 @@ const adminToken = "bench-admin-token"
 // Run is one load generator run.
 type Run struct {
 	Strategy     string  `json:"strategy"`
+	Round        int     `json:"round"`
 	Workload     string  `json:"workload"`
 	VUs          int     `json:"vus"`
 	Accepted     int64   `json:"orders_accepted"`
@@ -48,38 +49,61 @@ type Run struct {
 	Mismatches   int     `json:"mismatches"`
 	RedisCmds    int64   `json:"redis_commands"`
 	DBWriteTxs   int64   `json:"db_write_transactions"`
+	// CPU is what the replicas, Redis and PostgreSQL spent over the load phase.
+	CPU CPU `json:"cpu"`
+	// The load phase, when the load generator's summary says.
+	started, ended time.Time
 }
 
-// measure runs every strategy through every workload and VU count.
-func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
+// CPUPerOrder is the CPU seconds of the order path per accepted order.
+func (r Run) CPUPerOrder() float64 { return r.CPU.Total() / float64(max(r.Accepted, 1)) }
+
+// withBench builds the binaries into a temporary folder, creates and migrates
+// the database, connects to Redis, runs f on them, and cleans up after: what
+// every measurement (the strategies, the soak) starts from.
+func withBench[T any](ctx context.Context, o options, log *slog.Logger,
+	f func(bins topology.Binaries, db *gorm.DB, rdb *redis.Client) (T, error)) (T, error) {
+	var zero T
 	dir, err := os.MkdirTemp("", "stockguard-bench-")
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	log.Info("building stockguard and the load generator")
 	bins, err := topology.Build(ctx, dir)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	if err := createDatabase(ctx, o.databaseURL); err != nil {
-		return nil, err
+		return zero, err
 	}
 	db, err := gormstore.Open(o.databaseURL)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	sqlDB, _ := db.DB()
 	defer func() { _ = sqlDB.Close() }()
 	if _, err := gormstore.Migrate(ctx, db); err != nil {
-		return nil, err
+		return zero, err
 	}
 	ropt, err := redis.ParseURL(o.redisURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return zero, fmt.Errorf("redis url: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
 	defer func() { _ = rdb.Close() }()
+	return f(bins, db, rdb)
+}
+
+// measure runs every strategy through every workload and VU count.
+func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
+	return withBench(ctx, o, log, func(bins topology.Binaries, db *gorm.DB, rdb *redis.Client) (*Results, error) {
+		return measureAll(ctx, o, bins, db, rdb, log)
+	})
+}
+
+func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client, log *slog.Logger) (*Results, error) {
+	var err error
 
 	res := &Results{Profile: o.profile, Replicas: o.replicas, Default: string(orders.DefaultStrategy),
 		RSS: map[string]int64{}, Sellout: map[string]Run{}}
@@ -97,36 +121,45 @@ func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error)
 		}
 		return res, nil
 	}
-	total := len(o.strategies) * (len(o.workloads)*len(o.profile.VUs)*o.profile.Repeats + 1)
-	log.Info("plan", "profile", o.profile.Name, "strategies", len(o.strategies), "runs", total,
+	rounds := o.profile.Repeats
+	perBlock := len(o.workloads) * len(o.profile.VUs)
+	total := rounds*(len(o.strategies)*perBlock+len(o.profile.VUs)) + len(o.strategies)
+	log.Info("plan", "profile", o.profile.Name, "strategies", len(o.strategies), "rounds", rounds, "runs", total,
 		"run_length", o.profile.Duration, "estimate", (time.Duration(total) * (o.profile.Duration + 1500*time.Millisecond)).Round(time.Minute))
-
-	for i := range o.profile.Repeats {
-		tps, err := pgbench(ctx, db, o.databaseURL, o.profile.PgBench)
-		if err != nil {
-			return nil, err
-		}
-		log.Info("pgbench: guarded single-row UPDATE, 8 clients", "repeat", i+1, "tps", int(tps))
-		res.PgBench = append(res.PgBench, tps)
-	}
 
 	done := 0
 	start := time.Now()
-	for _, s := range o.strategies {
-		runs, sell, rss, err := measureStrategy(ctx, o, bins, db, rdb, s, log, func() {
-			done++
-			left := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
-			log.Info("progress", "runs", fmt.Sprintf("%d/%d", done, total), "left", left.Round(time.Second))
-		})
-		if ctx.Err() != nil {
-			return nil, errors.New("interrupted: every process the benchmark started is stopped")
-		}
+	tick := func() {
+		done++
+		left := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
+		log.Info("progress", "runs", fmt.Sprintf("%d/%d", done, total), "left", left.Round(time.Second))
+	}
+	// Rounds in ABBA order (the strategies forward, then backward, ...): a drift
+	// of the machine during the benchmark (the disk, the page cache, autovacuum)
+	// then falls on every strategy alike instead of on the ones measured last.
+	for round := range rounds {
+		tps, err := pgbench(ctx, db, o.databaseURL, o.profile.PgBench)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s, err)
+			return nil, interrupted(ctx, err)
 		}
-		res.Runs = append(res.Runs, runs...)
-		res.Sellout[string(s)] = sell
-		res.RSS[string(s)] = rss
+		log.Info("pgbench: guarded single-row UPDATE, 8 clients", "round", round+1, "tps", int(tps))
+		res.PgBench = append(res.PgBench, tps)
+		order := slices.Clone(o.strategies)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, s := range order {
+			b, err := measureBlock(ctx, o, bins, db, rdb, s, round, log, tick)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", s, interrupted(ctx, err))
+			}
+			res.Runs = append(res.Runs, b.runs...)
+			res.CeilingRuns = append(res.CeilingRuns, b.ceiling...)
+			if b.sellout != nil {
+				res.Sellout[string(s)] = *b.sellout
+			}
+			res.RSS[string(s)] = max(res.RSS[string(s)], b.peakRSS)
+		}
 	}
 	if o.holds == "on" {
 		if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
@@ -150,54 +183,127 @@ func interrupted(ctx context.Context, err error) error {
 	return err
 }
 
-// measureStrategy starts the replicas on s and runs every point, then the sell-out.
-func measureStrategy(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
-	s orders.Strategy, log *slog.Logger, tick func()) (runs []Run, sell Run, peakRSS int64, err error) {
+// block is what one strategy's turn in a round measured.
+type block struct {
+	runs    []Run
+	ceiling []Run // the default strategy's turns only
+	sellout *Run  // the first round only
+	peakRSS int64
+}
+
+// ceilingPath is the trivial endpoint of the ceiling runs: no lock, no
+// database, no cache; what is left is the HTTP path (generator, balancer,
+// replica) on this machine.
+const ceilingPath = "/healthz"
+
+// measureBlock starts the replicas on s on emptied tables and runs every point
+// once; in the first round, the sell-out too; for the default strategy, the
+// ceiling at each VU count.
+func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
+	s orders.Strategy, round int, log *slog.Logger, tick func()) (b block, err error) {
 	c, err := startCluster(ctx, o, bins, db, s, nil, log)
 	if err != nil {
-		return nil, sell, 0, err
+		return b, err
 	}
 	defer c.stop(ctx, o.redisURL, log)
-	procs, lb := c.procs, c.lb
-	log.Info("strategy starts", "strategy", s, "replicas", len(procs))
+	log.Info("strategy starts", "strategy", s, "round", round+1, "replicas", len(c.procs))
+	pids := make([]int, len(c.procs))
+	for i, p := range c.procs {
+		pids[i] = p.Process.Pid
+	}
+	meter := newCPUMeter(ctx, rdb, pids)
 
 	// A warm-up round, then ANALYZE: PostgreSQL plans for the tables it was told
 	// of, and an emptied table is planned as empty (sequential scans) until
-	// autovacuum looks again, which a short run would not live to see.
-	if _, err := loadRun(ctx, bins.Loadtest, lb.URL, rdb, db, workloads[0], slices.Max(o.profile.VUs), o.profile.Duration); err != nil {
-		return nil, sell, 0, fmt.Errorf("warm-up: %w", err)
+	// autovacuum looks again, which a short run would not live to see. The soak
+	// (soak.go) measures without it, as tables grow.
+	if _, err := loadRun(ctx, bins.Loadtest, c.lb.URL, rdb, db, workloads[0], slices.Max(o.profile.VUs), o.profile.Duration); err != nil {
+		return b, fmt.Errorf("warm-up: %w", err)
 	}
 	if err := db.WithContext(ctx).Exec("ANALYZE").Error; err != nil {
-		return nil, sell, 0, fmt.Errorf("analyze: %w", err)
+		return b, fmt.Errorf("analyze: %w", err)
 	}
-	point := func(w Workload, vus int, d time.Duration) (Run, error) {
-		r, err := loadRun(ctx, bins.Loadtest, lb.URL, rdb, db, w, vus, d)
-		r.Strategy = string(s)
+	point := func(w Workload, vus int) (Run, error) {
+		r, err := meteredRun(ctx, meter, bins.Loadtest, c.lb.URL, rdb, db, w, vus, o.profile.Duration)
+		r.Strategy, r.Round = string(s), round
 		tick()
 		return r, err
 	}
 	for _, w := range o.workloads {
 		for _, vus := range o.profile.VUs {
-			for range o.profile.Repeats {
-				r, err := point(w, vus, o.profile.Duration)
-				if err != nil {
-					return nil, sell, 0, err
-				}
-				log.Info("run", "strategy", s, "workload", w.Name, "vus", vus, "orders/s", int(r.OrdersPerSec),
-					"p99_ms", r.P99, "oversold", r.Oversold, "consistent", r.Consistent)
-				runs = append(runs, r)
+			r, err := point(w, vus)
+			if err != nil {
+				return b, err
 			}
+			log.Info("run", "strategy", s, "round", round+1, "workload", w.Name, "vus", vus, "orders/s", int(r.OrdersPerSec),
+				"p99_ms", r.P99, "cpu_us_per_order", int(r.CPUPerOrder()*1e6), "oversold", r.Oversold, "consistent", r.Consistent)
+			b.runs = append(b.runs, r)
 		}
 	}
-	sell, err = point(sellout, slices.Max(o.profile.VUs), o.profile.Duration)
+	if s == orders.DefaultStrategy {
+		for _, vus := range o.profile.VUs {
+			r, err := ceilingRun(ctx, bins.Loadtest, c.lb.URL, vus, o.profile.Duration)
+			if err != nil {
+				return b, fmt.Errorf("ceiling: %w", err)
+			}
+			r.Round = round
+			tick()
+			log.Info("ceiling", "path", ceilingPath, "round", round+1, "vus", vus, "req/s", int(r.OrdersPerSec), "p99_ms", r.P99)
+			b.ceiling = append(b.ceiling, r)
+		}
+	}
+	if round == 0 {
+		sell, err := point(sellout, slices.Max(o.profile.VUs))
+		if err != nil {
+			return b, err
+		}
+		log.Info("sell-out", "strategy", s, "sold", sell.Accepted, "oversold", sell.Oversold, "consistent", sell.Consistent)
+		b.sellout = &sell
+	}
+	for _, p := range c.procs {
+		b.peakRSS = max(b.peakRSS, vmHWM(p.Process.Pid))
+	}
+	return b, nil
+}
+
+// meteredRun is loadRun with the CPU time the order path spent over the load
+// phase (from the summary's start and end of the load, between the seeding and
+// the audit), or over the whole run when the summary does not say.
+func meteredRun(ctx context.Context, m cpuMeter, bin, baseURL string, rdb *redis.Client, db *gorm.DB, w Workload, vus int, d time.Duration) (Run, error) {
+	s := startSampler(m)
+	r, err := loadRun(ctx, bin, baseURL, rdb, db, w, vus, d)
+	samples, serr := s.finish()
 	if err != nil {
-		return nil, sell, 0, err
+		return r, err
 	}
-	log.Info("sell-out", "strategy", s, "sold", sell.Accepted, "oversold", sell.Oversold, "consistent", sell.Consistent)
-	for _, p := range procs {
-		peakRSS = max(peakRSS, vmHWM(p.Process.Pid))
+	if serr != nil {
+		return r, serr
 	}
-	return runs, sell, peakRSS, nil
+	from, to := samples[0].at, samples[len(samples)-1].at
+	if !r.started.IsZero() && r.ended.After(r.started) {
+		from, to = r.started, r.ended
+	}
+	r.CPU = cpuBetween(samples, from, to)
+	return r, nil
+}
+
+// ceilingRun runs the load generator against the trivial endpoint: answers per
+// second there are what the HTTP path allows at this many VUs.
+func ceilingRun(ctx context.Context, bin, baseURL string, vus int, d time.Duration) (Run, error) {
+	f, err := os.CreateTemp("", "bench-ceiling-*.json")
+	if err != nil {
+		return Run{}, err
+	}
+	_ = f.Close()
+	defer func() { _ = os.Remove(f.Name()) }()
+	load := exec.CommandContext(ctx, bin, "-url", baseURL, "-ceiling", ceilingPath, "-vus", strconv.Itoa(vus),
+		"-duration", d.String(), "-summary-json", f.Name(), "-quiet")
+	if out, err := load.CombinedOutput(); err != nil {
+		return Run{}, fmt.Errorf("load generator: %w\n%s", err, lastLines(out, 10))
+	}
+	r, err := readSummary(f.Name())
+	r.Strategy, r.Workload, r.VUs = "ceiling", "ceiling", vus
+	return r, err
 }
 
 // loadRun runs the load generator once and reads its JSON summary, counting the
@@ -232,17 +338,30 @@ func loadRun(ctx context.Context, bin, baseURL string, rdb *redis.Client, db *go
 	if err != nil {
 		return Run{}, err
 	}
-	b, err := os.ReadFile(f.Name())
+	r, err := readSummary(f.Name())
+	if err != nil {
+		return r, err
+	}
+	r.Workload, r.VUs = w.Name, vus
+	r.RedisCmds, r.DBWriteTxs = cmdsAfter-cmdsBefore-1, xidAfter-xidBefore
+	return r, nil
+}
+
+// readSummary reads the load generator's JSON summary.
+func readSummary(path string) (Run, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return Run{}, err
 	}
 	var sum struct {
-		Seconds  float64 `json:"duration_s"`
-		Reqs     int64   `json:"http_reqs"`
-		Failed   float64 `json:"http_req_failed"`
-		Accepted int64   `json:"orders_accepted"`
-		Refused  int64   `json:"orders_refused"`
-		Oversold int64   `json:"oversold"`
+		Seconds  float64   `json:"duration_s"`
+		Reqs     int64     `json:"http_reqs"`
+		Failed   float64   `json:"http_req_failed"`
+		Accepted int64     `json:"orders_accepted"`
+		Refused  int64     `json:"orders_refused"`
+		Oversold int64     `json:"oversold"`
+		Started  time.Time `json:"started_at"`
+		Ended    time.Time `json:"ended_at"`
 		Latency  struct {
 			P50 float64 `json:"med"`
 			P95 float64 `json:"p(95)"`
@@ -257,11 +376,11 @@ func loadRun(ctx context.Context, bin, baseURL string, rdb *redis.Client, db *go
 	if err := json.Unmarshal(b, &sum); err != nil {
 		return Run{}, fmt.Errorf("load generator summary: %w", err)
 	}
-	return Run{Workload: w.Name, VUs: vus, Accepted: sum.Accepted, Refused: sum.Refused, Reqs: sum.Reqs,
+	return Run{Accepted: sum.Accepted, Refused: sum.Refused, Reqs: sum.Reqs,
 		FailedRatio: sum.Failed, Seconds: sum.Seconds, OrdersPerSec: float64(sum.Accepted) / max(sum.Seconds, 1e-9),
 		P50: sum.Latency.P50, P95: sum.Latency.P95, P99: sum.Latency.P99, Oversold: sum.Oversold,
 		Consistent: sum.Audit.Consistent, Unsettled: sum.Audit.Unsettled, Mismatches: len(sum.Audit.Mismatches),
-		RedisCmds: cmdsAfter - cmdsBefore - 1, DBWriteTxs: xidAfter - xidBefore}, nil
+		started: sum.Started, ended: sum.Ended}, nil
 }
 
 // createDatabase creates the database of rawURL when it is missing, from the

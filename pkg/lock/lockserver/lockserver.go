@@ -117,6 +117,17 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
+// Pid is the server's process id, 0 when it is not running: for a benchmark
+// that reads its CPU time from /proc.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Pause stops the process with SIGSTOP: its connections stay open, nothing
 // answers on them.
 func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
