@@ -189,7 +189,7 @@ func (b *balancer) recordOrder(idx int, req []byte, resp *http.Response, body []
 		} else if hot {
 			b.decisions = append(b.decisions, decision{at: now, replica: idx})
 		}
-	case resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte("/problems/insufficient-stock")) && !replayed && hot:
+	case resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte("problems.md#insufficient-stock")) && !replayed && hot:
 		b.decisions = append(b.decisions, decision{at: now, replica: idx})
 	}
 	if lose && key != "" {

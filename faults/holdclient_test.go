@@ -226,7 +226,7 @@ func (b *holdBook) release(ctx context.Context, base string, h *heldAs) {
 	b.update(func() {
 		switch {
 		case rep.status == http.StatusOK,
-			rep.status == http.StatusConflict && strings.Contains(string(rep.body), "/problems/reservation-released"): // a retry of a release whose answer was lost
+			rep.status == http.StatusConflict && strings.Contains(string(rep.body), "problems.md#reservation-released"): // a retry of a release whose answer was lost
 			h.freed = true
 		case rep.status == http.StatusGone: // expired before the release came: a definite answer
 		default:

@@ -53,7 +53,7 @@ func newRetrier(c *cluster, stock int) *retrier {
 	defer cancel()
 	rep, err := post(ctx, c.lb.url+"/v1/skus/"+p.sku+"/restock", fmt.Sprintf(`{"quantity":%d}`, stock),
 		map[string]string{"Authorization": "Bearer " + adminToken})
-	if err != nil || rep.status != http.StatusOK {
+	if err != nil || (rep.status != http.StatusOK && rep.status != http.StatusCreated) {
 		c.t.Fatalf("restock %s: %d %v %s", p.sku, rep.status, err, rep.body)
 	}
 	return p
@@ -142,7 +142,7 @@ func orderAnswer(rep reply, err error) answer {
 	case http.StatusCreated:
 		a.id = v.ID
 	case http.StatusConflict:
-		a.id = strings.TrimPrefix(v.Type, "/problems/")
+		a.id = v.Type[strings.LastIndex(v.Type, "#")+1:]
 	}
 	return a
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
@@ -248,9 +249,9 @@ func checkProblem(t *testing.T, name, path string, status int, slug string, hdr 
 		return
 	}
 	u, _ := url.Parse(path)
-	if p.Type != "/problems/"+slug || p.Title != problemTitles[slug] || p.Status != status || p.Instance != u.Path || p.Detail == "" {
-		t.Errorf("%s: problem %+v, want type /problems/%s, title %q, status %d, instance %q and a detail",
-			name, p, slug, problemTitles[slug], status, u.Path)
+	if p.Type != httpapi.ProblemBase+slug || p.Title != problemTitles[slug] || p.Status != status || p.Instance != u.Path || p.Detail == "" {
+		t.Errorf("%s: problem %+v, want type %s%s, title %q, status %d, instance %q and a detail",
+			name, p, httpapi.ProblemBase, slug, problemTitles[slug], status, u.Path)
 	}
 	if status == http.StatusUnauthorized && hdr.Get("WWW-Authenticate") == "" {
 		t.Errorf("%s: 401 without WWW-Authenticate", name)

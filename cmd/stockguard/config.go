@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
 )
 
@@ -20,6 +22,7 @@ type serveConfig struct {
 	databaseURL          string
 	redisURL             string
 	lockURL              string
+	accessLog            bool
 	adminToken           string
 	strategy             string
 	allowOversell        bool
@@ -99,8 +102,8 @@ func (e *envFlags) integer(p *int, name, env string, def int, help string) {
 	e.fs.IntVar(p, name, def, help+" ($"+env+")")
 }
 
-func (e *envFlags) boolean(p *bool, name, env string, help string) {
-	def := false
+func (e *envFlags) boolean(p *bool, name, env string, help string, deflt ...bool) {
+	def := len(deflt) > 0 && deflt[0]
 	if v := e.getenv(env); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -161,6 +164,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
+	e.boolean(&c.accessLog, "access-log", "STOCKGUARD_ACCESS_LOG", "a log line per request at info (method, route, status, latency, request id, idempotency key); off, only failures are logged", true)
 	e.str(&c.pprofAddr, "pprof-addr", "STOCKGUARD_PPROF_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address; empty turns them off")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
@@ -177,6 +181,15 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if c.lockReplicas < 0 {
 		return c, errors.New("lock-replicas must be 0 or more")
 	}
+	// Every URL is checked before anything is opened.
+	if err := gormstore.CheckURL(c.databaseURL); err != nil {
+		return c, fmt.Errorf("database-url: %w", err)
+	}
+	if c.redisURL != "" {
+		if err := rediscache.CheckURL(c.redisURL); err != nil {
+			return c, fmt.Errorf("redis-url: %w", redactURLError(err))
+		}
+	}
 	if err := checkLockURL(c.lockURL, c.lockReplicas); err != nil {
 		return c, err
 	}
@@ -192,6 +205,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.shutdownTimeout < c.requestTimeout {
 		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
+	}
+	// Settings that contradict each other: a wait no request lives to see out.
+	if c.lockWait >= c.requestTimeout {
+		return c, fmt.Errorf("lock-wait (%s) must be below request-timeout (%s): every request ends at request-timeout, so a longer wait would answer the request's timeout instead of busy", c.lockWait, c.requestTimeout)
 	}
 	return c, nil
 }
@@ -221,12 +238,24 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: durationsAsText}
+	var h slog.Handler
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		h = slog.NewTextHandler(w, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("log format %q (want text or json)", format)
 	}
-	return nil, fmt.Errorf("log format %q (want text or json)", format)
+	return slog.New(httpapi.LogHandler(h)), nil
+}
+
+// durationsAsText writes durations as Go writes them ("5s", "1.5ms"), not as
+// JSON's nanosecond integers.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +65,7 @@ func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 // server must not cut that answer off.
 func TestWriteDeadlineCoversTheRequestAndTheBatch(t *testing.T) {
 	for _, timeout := range []string{"1s", "10s", "45s"} {
-		c, err := parseServe([]string{"--request-timeout", timeout, "--shutdown-timeout", "1m"}, func(string) string { return "" }, io.Discard)
+		c, err := parseServe([]string{"--request-timeout", timeout, "--lock-wait", "500ms", "--shutdown-timeout", "1m"}, func(string) string { return "" }, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,5 +73,51 @@ func TestWriteDeadlineCoversTheRequestAndTheBatch(t *testing.T) {
 		if want := c.requestTimeout + c.batchTimeout(); srv.WriteTimeout <= want {
 			t.Errorf("request timeout %s: write timeout %s, want over %s", timeout, srv.WriteTimeout, want)
 		}
+	}
+}
+
+// Settings that contradict each other, and URLs that cannot be used, are
+// refused at start by name, before anything is opened: a bad Redis URL leaves
+// the database untouched.
+func TestServeRefusesByNameBeforeOpeningAnything(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		names []string
+	}{
+		{[]string{"--lock-wait", "1h"}, []string{"lock-wait", "request-timeout"}},
+		{[]string{"--lock-wait", "10s"}, []string{"lock-wait", "request-timeout"}}, // equal is as bad
+		{[]string{"--redis-url", "redis://h/not-a-db"}, []string{"redis-url"}},
+		{[]string{"--redis-url", "redis://%zz"}, []string{"redis-url"}},
+		{[]string{"--database-url", "ftp://db/x"}, []string{"database-url"}},
+	} {
+		_, err := parseServe(c.args, env(nil), io.Discard)
+		for _, name := range c.names {
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%v: %v, want a refusal naming %s", c.args, err, name)
+			}
+		}
+	}
+	if _, err := parseServe([]string{"--lock-wait", "9s"}, env(nil), io.Discard); err != nil {
+		t.Errorf("a lock wait under the request timeout: %v", err)
+	}
+
+	db := filepath.Join(t.TempDir(), "untouched.db")
+	err := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0"}, env(map[string]string{"DATABASE_URL": "sqlite:" + db, "REDIS_URL": "redis://h:6379/x"}),
+		io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "redis-url") {
+		t.Fatalf("serve with a bad REDIS_URL: %v", err)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the database was opened before the bad REDIS_URL was refused (stat: %v)", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	if err := run(t.Context(), []string{"version"}, env(nil), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if v := out.String(); !strings.HasPrefix(v, "stockguard ") || !strings.Contains(v, runtime.Version()) {
+		t.Errorf("version %q: want stockguard, the module version and %s", v, runtime.Version())
 	}
 }

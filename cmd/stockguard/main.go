@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -31,6 +33,7 @@ Usage:
   stockguard migrate [flags]   apply the database schema and exit
   stockguard audit [flags]     check I1 in depth in the database (counters against the history) and exit
   stockguard healthcheck       exit 0 when the local replica is ready (for container health checks)
+  stockguard version           print the version, the commit and the Go version it was built from
 
 Run "stockguard <command> --help" for the flags of a command.
 `
@@ -57,6 +60,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return audit(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, args[1:], getenv, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version())
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -64,4 +70,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
+}
+
+// version describes the build from its build info: the module's version, the
+// commit and its time (and "modified" for a dirty tree) when Go recorded them,
+// and the Go version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "stockguard (no build info)"
+	}
+	parts := []string{"stockguard", bi.Main.Version}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision", "vcs.time":
+			parts = append(parts, s.Value)
+		case "vcs.modified":
+			if s.Value == "true" {
+				parts = append(parts, "modified")
+			}
+		}
+	}
+	return strings.Join(append(parts, bi.GoVersion), " ")
 }

@@ -66,7 +66,8 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 	c := &cluster{dbURL: testenv.DefaultDatabase(t), redis: testenv.NewRedis(t)}
 	env := append(os.Environ(), "DATABASE_URL="+c.dbURL, "REDIS_URL="+c.redis.URL(),
 		"STOCKGUARD_NAMESPACE="+c.redis.Namespace, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_LOG_LEVEL=warn")
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s",
+		"STOCKGUARD_SHUTDOWN_TIMEOUT=30s", "STOCKGUARD_LOG_LEVEL=warn")
 	env = append(env, extraEnv...)
 
 	mig := exec.CommandContext(t.Context(), binary, "migrate")
@@ -82,6 +83,14 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 
 // startReplica runs "stockguard serve" and returns its base URL once it listens.
 func startReplica(t *testing.T, i int, env []string) string {
+	t.Helper()
+	url, _ := startReplicaLogged(t, i, env)
+	return url
+}
+
+// startReplicaLogged is startReplica that also returns the path of the
+// replica's log (its stderr).
+func startReplicaLogged(t *testing.T, i int, env []string) (string, string) {
 	t.Helper()
 	cmd := exec.CommandContext(context.WithoutCancel(t.Context()), binary, "serve") // stopped by the cleanup, gracefully
 	cmd.Env = env
@@ -124,7 +133,7 @@ func startReplica(t *testing.T, i int, env []string) string {
 		t.Fatalf("replica %d: unexpected first line %q", i, lines.Text())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return "http://" + addr
+	return "http://" + addr, logPath
 }
 
 var client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
@@ -152,7 +161,7 @@ func call(ctx context.Context, method, url, body string, header map[string]strin
 func admin(ctx context.Context, t *testing.T, method, url, body string, into any) {
 	t.Helper()
 	status, b, err := call(ctx, method, url, body, map[string]string{"Authorization": "Bearer " + adminToken})
-	if err != nil || status != http.StatusOK {
+	if err != nil || (status != http.StatusOK && status != http.StatusCreated) { // 201: a SKU created
 		t.Fatalf("%s %s: %d %v %s", method, url, status, err, b)
 	}
 	if into != nil {

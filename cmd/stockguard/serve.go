@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,10 +34,28 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// The libraries' lines in the same format: those written with the standard
+	// log package, and go-redis's.
+	slog.SetDefault(log)
+	rediscache.UseLogger(log)
 	if cfg.strategy == string(orders.StrategyUnsafe) {
 		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment",
 			"unsafe_window", cfg.unsafeWindow.String()) // widened on purpose, so that it oversells every time
 	}
+
+	// Redis first: its client connects lazily, so a bad URL is refused before
+	// the database is opened and migrated; a Redis that does not answer yet is
+	// only a warning (readiness says so, orders get 503 dependency-unavailable).
+	rdb, closeRedis, err := openRedis(cfg.redisURL, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	pctx, cancel := context.WithTimeout(ctx, startTimeout)
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		log.Warn("redis does not answer: not ready, and orders are refused (503 dependency-unavailable) until it does", "err", err)
+	}
+	cancel()
 
 	// A replica stopped inside a transaction must not keep its SKU's row locked
 	// past its lease (PostgreSQL; DATABASE_URL may set another value).
@@ -51,12 +68,6 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		sqlDB.SetMaxOpenConns(cfg.dbMaxConns)
 		sqlDB.SetMaxIdleConns(cfg.dbMaxConns)
 	}
-
-	rdb, closeRedis, err := openRedis(cfg.redisURL, log)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -88,8 +99,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return err
 	}
 	defer func() { _ = leases.Close() }()
-	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks),
-		Leader: rediscache.NewLocker(leases), Observer: obs}
+	lockDep := orders.DependencyRedis // the cache's Redis
+	if cfg.lockURL != "" {
+		lockDep = orders.DependencyLockService
+	}
+	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks, lockDep),
+		Leader: rediscache.NewLocker(leases, lockDep), Observer: obs}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
@@ -103,11 +118,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()
 	defer func() { stopSweeper(); <-sweeping }() // its lease released before the connections close
-	ready := func(ctx context.Context) error {
-		return errors.Join(rdb.Ping(ctx).Err(), ls.ping(ctx), sqlDB.PingContext(ctx))
+	ready := []httpapi.Dependency{
+		{Name: orders.DependencyDatabase, Check: sqlDB.PingContext},
+		{Name: orders.DependencyRedis, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+	}
+	if cfg.lockURL != "" {
+		ready = append(ready, httpapi.Dependency{Name: orders.DependencyLockService, Check: ls.ping})
 	}
 	//nolint:contextcheck // gin handlers take their context from the request
-	handler := httpapi.New(httpapi.Config{AdminToken: cfg.adminToken, RequestTimeout: cfg.requestTimeout},
+	handler := httpapi.New(httpapi.Config{AdminToken: cfg.adminToken, RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
 		svc, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
 
 	srv := newHTTPServer(cfg, handler, log)

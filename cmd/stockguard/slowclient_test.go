@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -37,7 +36,7 @@ func startHTTPServer(t *testing.T, vars map[string]string) string {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
 	handler := httpapi.New(httpapi.Config{RequestTimeout: cfg.requestTimeout}, mocks.NewOrders(t),
-		func(context.Context) error { return nil }, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
+		nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
 	srv := newHTTPServer(cfg, handler, log)
 	if srv.ReadHeaderTimeout != cfg.readHeaderTimeout || srv.ReadTimeout != cfg.readTimeout {
 		t.Fatalf("server timeouts %s, %s; configured %s, %s", srv.ReadHeaderTimeout, srv.ReadTimeout, cfg.readHeaderTimeout, cfg.readTimeout)

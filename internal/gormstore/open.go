@@ -124,6 +124,22 @@ func indexOnly(databaseURL string) string {
 	return u.String()
 }
 
+// CheckURL reports what is wrong with a database URL of Open's forms, without
+// connecting: for a replica to refuse a bad URL before it opens anything.
+func CheckURL(databaseURL string) error {
+	if strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://") {
+		if _, err := url.Parse(databaseURL); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // the URL itself, and any password in it, stays out
+			}
+			return fmt.Errorf("%w: %w", ErrUnsupportedURL, err)
+		}
+	}
+	_, err := dialectorFor(databaseURL)
+	return err
+}
+
 func dialectorFor(raw string) (gorm.Dialector, error) {
 	switch {
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):

@@ -217,6 +217,18 @@ func (p *orderPath) ops() []pathOp {
 			return err
 		}},
 		{"Restock", func(ctx context.Context) error { _, err := p.store.Restock(ctx, hotSKU, 5, p.nextFence()); return err }},
+		{"SetStock", func(ctx context.Context) error {
+			_, err := p.store.SetStock(ctx, hotSKU, 1_000_000, p.nextFence())
+			return err
+		}},
+		// The listings: a page from the start and one after a cursor.
+		{"SKUs(first page)", func(ctx context.Context) error { _, err := p.store.SKUs(ctx, "", 21); return err }},
+		{"SKUs(after a cursor)", func(ctx context.Context) error { _, err := p.store.SKUs(ctx, hotSKU, 21); return err }},
+		{"Orders(newest page)", func(ctx context.Context) error { _, err := p.store.Orders(ctx, "", 21); return err }},
+		{"Orders(before a cursor)", func(ctx context.Context) error {
+			_, err := p.store.Orders(ctx, batch.Placed[0].Order.ID, 21)
+			return err
+		}},
 		{"Commit(holds)", func(ctx context.Context) error {
 			holds = orders.Batch{}
 			for i := range 4 {

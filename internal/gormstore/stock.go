@@ -75,3 +75,84 @@ func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) 
 	})
 	return after[sku], unavailable("restock", err)
 }
+
+// SetStock sets a SKU's available units to available, creating the SKU if it
+// is new, fenced like Restock; the ledger records the difference as a restock
+// (negative when it lowers the stock). It returns whether the SKU was created.
+func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64) (bool, error) {
+	created := false
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		var row skuRow
+		err := tx.Where("sku = ?", sku).Take(&row).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			created = true
+			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, UpdatedAt: s.now()}).Error
+		case err == nil:
+			// The guarded, fenced shift by the difference: a write between the read
+			// and it (none under the lock) would make it refuse, not overwrite.
+			err = s.shift(tx, sku, delta{available: available - row.Available, stocked: available - row.Available}, fence)
+		}
+		if err != nil || available == row.Available && !created {
+			return err
+		}
+		return tx.Create(&ledgerRow{SKU: sku, Delta: available - row.Available, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error
+	})
+	return created, unavailable("set stock", err)
+}
+
+// SKUs lists up to limit SKUs' counters after the SKU after ("" from the
+// first), in SKU order: one range read of the primary key.
+func (s *Store) SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []skuRow
+	q := db.Order("sku").Limit(limit)
+	if after != "" {
+		q = q.Where("sku > ?", after)
+	}
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, unavailable("list skus", err)
+	}
+	out := make([]orders.Stock, len(rows))
+	for i, r := range rows {
+		out[i] = r.stock()
+	}
+	return out, nil
+}
+
+// Orders lists up to limit orders, newest first, from the one before the
+// order id before ("" from the newest): one range read of the primary key (ids
+// sort by time), then their lines by the lines' primary key.
+func (s *Store) Orders(ctx context.Context, before string, limit int) ([]orders.Order, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []orderRow
+	q := db.Order("id DESC").Limit(limit)
+	if before != "" {
+		q = q.Where("id < ?", before)
+	}
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, unavailable("list orders", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	var lines []lineRow
+	if err := db.Where("order_id IN ?", ids).Find(&lines).Error; err != nil {
+		return nil, unavailable("list order lines", err)
+	}
+	items := map[string][]orders.Item{}
+	for _, l := range lines {
+		items[l.OrderID] = append(items[l.OrderID], orders.Item{SKU: l.SKU, Quantity: int(l.Quantity)})
+	}
+	out := make([]orders.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.order(items[r.ID])
+	}
+	return out, nil
+}

@@ -59,7 +59,7 @@ func unavailable(op string, err error) error {
 			return err
 		}
 	}
-	return fmt.Errorf("%w: %s: %w", orders.ErrUnavailable, op, err)
+	return orders.Unavailable(orders.DependencyDatabase, fmt.Errorf("%s: %w", op, err))
 }
 
 // Available returns the available stock of the SKUs that exist.
@@ -155,7 +155,20 @@ func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 	if err := db.Where("order_id = ?", id).Order("sku").Find(&lines).Error; err != nil {
 		return orders.Order{}, unavailable("order lines", err)
 	}
-	o := orders.Order{ID: row.ID, Status: orders.Status(row.Status), CreatedAt: row.CreatedAt.UTC(), Items: make([]orders.Item, len(lines))}
+	items := make([]orders.Item, len(lines))
+	for i, l := range lines {
+		items[i] = orders.Item{SKU: l.SKU, Quantity: int(l.Quantity)}
+	}
+	return row.order(items), nil
+}
+
+// order is the row with its lines, sorted as Go sorts, like the 201 was: the
+// database's collation may differ.
+func (row orderRow) order(items []orders.Item) orders.Order {
+	o := orders.Order{ID: row.ID, Status: orders.Status(row.Status), CreatedAt: row.CreatedAt.UTC(), Items: items}
+	if o.Items == nil {
+		o.Items = []orders.Item{}
+	}
 	if row.HoldID != nil {
 		o.ReservationID = *row.HoldID
 	}
@@ -163,12 +176,8 @@ func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 		at := row.CancelledAt.UTC()
 		o.CancelledAt = &at
 	}
-	for i, l := range lines {
-		o.Items[i] = orders.Item{SKU: l.SKU, Quantity: int(l.Quantity)}
-	}
-	// Sorted as Go sorts, like the 201 was: the database's collation may differ.
 	slices.SortFunc(o.Items, func(a, b orders.Item) int { return strings.Compare(a.SKU, b.SKU) })
-	return o, nil
+	return o
 }
 
 // Stock returns one SKU's counters: one row, whatever its history.

@@ -110,10 +110,14 @@ func FuzzDecodeOrder(f *testing.F) {
 	})
 }
 
+// useCase is Orders under a name that does not clash with its method Orders
+// when embedded.
+type useCase = Orders
+
 // ordersFake is the use case behind the handler in FuzzPlaceOrder: Place
 // validates as the real one does and records what it was asked.
 type ordersFake struct {
-	Orders // every other method: not called (nil, so it would panic into a 500)
+	useCase // every other method: not called (nil, so it would panic into a 500)
 	calls  []orders.PlaceRequest
 }
 
@@ -148,7 +152,7 @@ func FuzzPlaceOrder(f *testing.F) {
 
 	fake := &ordersFake{}
 	reg := prometheus.NewRegistry()
-	h := New(Config{MaxBody: maxBody}, fake, func(context.Context) error { return nil },
+	h := New(Config{MaxBody: maxBody}, fake, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.Fuzz(func(t *testing.T, body []byte, contentType, key string) {
 		fake.calls = fake.calls[:0] // inputs run one at a time
@@ -216,7 +220,7 @@ func checkProblem(t *testing.T, w *httptest.ResponseRecorder) {
 	}
 	var p problem
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Status != w.Code || p.Title == "" ||
-		!strings.HasPrefix(p.Type, "/problems/") {
+		!strings.HasPrefix(p.Type, ProblemBase) {
 		t.Fatalf("%d: not a problem document (%v): %s", w.Code, err, w.Body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -154,12 +155,90 @@ func (s *server) restock(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	st, err := s.orders.Restock(c.Request.Context(), c.Param("sku"), quantity(req.Quantity, orders.MaxRestock))
+	st, created, err := s.orders.Restock(c.Request.Context(), c.Param("sku"), quantity(req.Quantity, orders.MaxRestock))
+	s.stocked(c, st, created, err)
+}
+
+type setStockRequest struct {
+	Available *number `json:"available"`
+}
+
+func (s *server) setStock(c *gin.Context) {
+	var req setStockRequest
+	if err := s.decode(c, &req); err != nil {
+		s.problem(c, err)
+		return
+	}
+	available := int64(-1) // missing or not an integer in range: refused by validation
+	if req.Available != nil {
+		if v, err := strconv.ParseInt(string(*req.Available), 10, 64); err == nil && v >= 0 && v <= orders.MaxRestock {
+			available = v
+		}
+	}
+	st, created, err := s.orders.SetStock(c.Request.Context(), c.Param("sku"), available)
+	s.stocked(c, st, created, err)
+}
+
+// stocked answers a SKU's counters after a restock or a set: 201 with its
+// Location when the SKU was created.
+func (s *server) stocked(c *gin.Context, st orders.Stock, created bool, err error) {
+	switch {
+	case err != nil:
+		s.problem(c, err)
+	case created:
+		c.Header("Location", "/v1/skus/"+st.SKU)
+		c.JSON(http.StatusCreated, st)
+	default:
+		c.JSON(http.StatusOK, st)
+	}
+}
+
+// list is a page of a listing, as Stripe's lists are.
+type list[T any] struct {
+	Object  string `json:"object"`
+	URL     string `json:"url"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+}
+
+// defaultPage is a listing's page size when limit is not given.
+const defaultPage = 20
+
+// pageParams reads limit and starting_after; a limit that is not a number is
+// 0, which the use case refuses by name.
+func pageParams(c *gin.Context) (string, int) {
+	limit := defaultPage
+	if v, ok := c.GetQuery("limit"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = 0
+		}
+		limit = n
+	}
+	return c.Query("starting_after"), limit
+}
+
+func (s *server) listSKUs(c *gin.Context) {
+	after, limit := pageParams(c)
+	data, more, err := s.orders.SKUs(c.Request.Context(), after, limit)
+	answerList(s, c, data, more, err)
+}
+
+func (s *server) listOrders(c *gin.Context) {
+	after, limit := pageParams(c)
+	data, more, err := s.orders.Orders(c.Request.Context(), after, limit)
+	answerList(s, c, data, more, err)
+}
+
+func answerList[T any](s *server, c *gin.Context, data []T, more bool, err error) {
 	if err != nil {
 		s.problem(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, st)
+	if data == nil {
+		data = []T{}
+	}
+	c.JSON(http.StatusOK, list[T]{Object: "list", URL: c.Request.URL.Path, Data: data, HasMore: more})
 }
 
 func (s *server) audit(c *gin.Context) {
@@ -195,14 +274,38 @@ func (s *server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
+// dependencyState is one dependency in /readyz's answer.
+type dependencyState struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // up or down
+	Error string `json:"error,omitempty"`
+}
+
+// readyz checks every dependency at once and names each one's state: 200 when
+// all are up, else 503 with Retry-After.
 func (s *server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.ready(ctx); err != nil {
-		s.problem(c, fmt.Errorf("%w: %w", orders.ErrUnavailable, err))
-		return
+	states := make([]dependencyState, len(s.deps))
+	var wg sync.WaitGroup
+	for i, d := range s.deps {
+		wg.Go(func() {
+			states[i] = dependencyState{Name: d.Name, State: "up"}
+			if err := d.Check(ctx); err != nil {
+				states[i].State, states[i].Error = "down", err.Error()
+			}
+		})
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	wg.Wait()
+	status, code := "ready", http.StatusOK
+	for _, st := range states {
+		if st.State != "up" {
+			status, code = "not ready", http.StatusServiceUnavailable
+			c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
+			s.log.WarnContext(c.Request.Context(), "not ready", "dependency", st.Name, "err", st.Error)
+		}
+	}
+	c.JSON(code, gin.H{"status": status, "dependencies": states})
 }
 
 // decode reads a JSON body strictly: application/json, at most MaxBody bytes, no

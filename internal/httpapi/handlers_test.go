@@ -25,8 +25,7 @@ const token = "s3cret"
 func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	ready := func(context.Context) error { return nil }
-	return httpapi.New(httpapi.Config{AdminToken: token}, m, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
+	return httpapi.New(httpapi.Config{AdminToken: token}, m, nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
@@ -79,19 +78,19 @@ func TestPlaceOrderAnswers(t *testing.T) {
 				}
 			}},
 		{name: "short", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: &orders.InsufficientStockError{SKUs: []string{"A-1"}},
-			wantStatus: 409, wantType: "/problems/insufficient-stock", check: func(t *testing.T, w *httptest.ResponseRecorder) {
+			wantStatus: 409, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#insufficient-stock", check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if !strings.Contains(w.Body.String(), `"skus":["A-1"]`) {
 					t.Errorf("body does not name the SKU: %s", w.Body)
 				}
 			}},
 		{name: "invalid values", body: `{"items":[{"sku":"A 1","quantity":0}]}`,
 			err:        &orders.ValidationError{Fields: []orders.FieldError{{Field: "items[0].sku", Message: "bad"}}},
-			wantStatus: 422, wantType: "/problems/invalid", check: func(t *testing.T, w *httptest.ResponseRecorder) {
+			wantStatus: 422, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#invalid", check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if !strings.Contains(w.Body.String(), `"field":"items[0].sku"`) {
 					t.Errorf("body does not name the field: %s", w.Body)
 				}
 			}},
-		{name: "busy", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrBusy, wantStatus: 503, wantType: "/problems/busy",
+		{name: "busy", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrBusy, wantStatus: 503, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#busy",
 			check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if w.Header().Get("Retry-After") == "" {
 					t.Error("503 without Retry-After")
@@ -108,16 +107,16 @@ func TestPlaceOrderAnswers(t *testing.T) {
 			}},
 		{name: "unexpected error", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: errors.New("boom"), wantStatus: 500},
 		// Refused before the use case is called:
-		{name: "malformed", body: `{"items":[`, wantStatus: 400, wantType: "/problems/malformed-body"},
+		{name: "malformed", body: `{"items":[`, wantStatus: 400, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#malformed-body"},
 		{name: "trailing data", body: `{"items":[]} {}`, wantStatus: 400},
 		{name: "unknown field", body: `{"items":[],"coupon":"x"}`, wantStatus: 400},
 		{name: "quantity as a string", body: `{"items":[{"sku":"A-1","quantity":"2"}]}`, wantStatus: 400},
 		{name: "duplicate top-level key", body: `{"items":[{"sku":"A-1","quantity":1}],"items":[{"sku":"A-1","quantity":1000}]}`,
-			wantStatus: 400, wantType: "/problems/malformed-body"},
+			wantStatus: 400, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#malformed-body"},
 		{name: "duplicate key in a line", body: `{"items":[{"sku":"A-1","quantity":1,"quantity":1000}]}`, wantStatus: 400},
 		{name: "duplicate key in another case", body: `{"items":[{"sku":"A-1","SKU":"B-2","quantity":1}]}`, wantStatus: 400},
 		{name: "missing content type", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Content-Type": ""},
-			wantStatus: 415, wantType: "/problems/unsupported-media-type"},
+			wantStatus: 415, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#unsupported-media-type"},
 		{name: "too large", body: `{"items":[` + strings.Repeat(`{"sku":"A-1","quantity":1},`, 1000) + `]}`, wantStatus: 413},
 		{name: "not json", body: `items=1`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, wantStatus: 415},
 		{name: "bad idempotency key", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "a b"}, wantStatus: 422},
@@ -166,7 +165,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mocks.NewOrders(t)
 			if tc.want == 200 {
-				m.EXPECT().Restock(mock.Anything, "A-1", int64(5)).Return(orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}, nil).Once()
+				m.EXPECT().Restock(mock.Anything, "A-1", int64(5)).Return(orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}, false, nil).Once()
 				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{Consistent: true}, nil).Once()
 			}
 			h := newHandler(t, m)

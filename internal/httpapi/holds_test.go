@@ -39,19 +39,19 @@ func TestHoldAnswers(t *testing.T) {
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Hold(mock.Anything, orders.HoldRequest{Items: hold.Items, TTL: -1}).
 					Return(orders.Held{}, orders.ValidateTTL("ttl", -1, time.Hour)).Once()
-			}, wantStatus: 422, wantType: "/problems/invalid"},
+			}, wantStatus: 422, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#invalid"},
 		{name: "a ttl as a number is malformed", call: call{method: "POST", path: "/v1/reservations", body: `{"items":[{"sku":"A-1","quantity":2}],"ttl":60}`},
-			wantStatus: 400, wantType: "/problems/malformed-body"},
+			wantStatus: 400, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#malformed-body"},
 		{name: "short", call: call{method: "POST", path: "/v1/reservations", body: `{"items":[{"sku":"A-1","quantity":2}]}`},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Hold(mock.Anything, mock.Anything).Return(orders.Held{}, &orders.InsufficientStockError{SKUs: []string{"A-1"}}).Once()
-			}, wantStatus: 409, wantType: "/problems/insufficient-stock"},
+			}, wantStatus: 409, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#insufficient-stock"},
 		{name: "get", call: call{method: "GET", path: "/v1/reservations/h1"},
 			expect: func(m *mocks.Orders) { m.EXPECT().Reservation(mock.Anything, "h1").Return(hold, nil).Once() }, wantStatus: 200},
 		{name: "get none", call: call{method: "GET", path: "/v1/reservations/nope"},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Reservation(mock.Anything, "nope").Return(orders.Reservation{}, orders.ErrNotFound).Once()
-			}, wantStatus: 404, wantType: "/problems/not-found"},
+			}, wantStatus: 404, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#not-found"},
 		{name: "extend", call: call{method: "POST", path: "/v1/reservations/h1/extend", body: `{"ttl":"5m"}`},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Extend(mock.Anything, orders.HoldAction{ID: "h1", TTL: 5 * time.Minute}).Return(orders.Held{Reservation: hold}, nil).Once()
@@ -59,7 +59,7 @@ func TestHoldAnswers(t *testing.T) {
 		{name: "extend an expired hold", call: call{method: "POST", path: "/v1/reservations/h1/extend", body: `{"ttl":"5m"}`},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Extend(mock.Anything, mock.Anything).Return(orders.Held{}, ended(orders.HoldExpired)).Once()
-			}, wantStatus: 410, wantType: "/problems/reservation-expired"},
+			}, wantStatus: 410, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#reservation-expired"},
 		{name: "confirm all", call: call{method: "POST", path: "/v1/reservations/h1/confirm"},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Confirm(mock.Anything, orders.ConfirmRequest{ID: "h1"}).Return(orders.Placed{Order: order}, nil).Once()
@@ -73,7 +73,7 @@ func TestHoldAnswers(t *testing.T) {
 		{name: "confirm a released hold", call: call{method: "POST", path: "/v1/reservations/h1/confirm"},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Confirm(mock.Anything, mock.Anything).Return(orders.Placed{}, ended(orders.HoldReleased)).Once()
-			}, wantStatus: 409, wantType: "/problems/reservation-released"},
+			}, wantStatus: 409, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#reservation-released"},
 		{name: "confirm with a body of another shape", call: call{method: "POST", path: "/v1/reservations/h1/confirm", body: `{"all":true}`},
 			wantStatus: 400},
 		{name: "release", call: call{method: "POST", path: "/v1/reservations/h1/release"},
@@ -83,7 +83,7 @@ func TestHoldAnswers(t *testing.T) {
 		{name: "release a confirmed hold", call: call{method: "POST", path: "/v1/reservations/h1/release", body: `{}`},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Release(mock.Anything, mock.Anything).Return(orders.Held{}, ended(orders.HoldConfirmed)).Once()
-			}, wantStatus: 409, wantType: "/problems/reservation-confirmed"},
+			}, wantStatus: 409, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#reservation-confirmed"},
 		{name: "release with a bad key", call: call{method: "POST", path: "/v1/reservations/h1/release", header: map[string]string{"Idempotency-Key": "a b"}},
 			wantStatus: 422},
 	}

@@ -44,6 +44,7 @@ var statuses = []struct {
 	{orders.ErrInvalid, http.StatusUnprocessableEntity, "invalid", "Invalid request"},
 	{orders.ErrIdempotencyMismatch, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with another request"},
 	{orders.ErrIdempotencyConflict, http.StatusConflict, "idempotency-key-conflict", "A concurrent request with this idempotency key won: try again"},
+	{orders.ErrUnknownSKU, http.StatusUnprocessableEntity, "unknown-sku", "Unknown SKU"},
 	{orders.ErrNotFound, http.StatusNotFound, "not-found", "Not found"},
 	{orders.ErrInsufficientStock, http.StatusConflict, "insufficient-stock", "Insufficient stock"},
 	{orders.ErrAlreadyCancelled, http.StatusConflict, "already-cancelled", "Order already cancelled"},
@@ -54,7 +55,7 @@ var statuses = []struct {
 	{orders.ErrOverloaded, http.StatusServiceUnavailable, "overloaded", "Too many orders waiting for this SKU: try again"},
 	{orders.ErrLeaseLost, http.StatusServiceUnavailable, "lease-lost", "Lock lost during the request: try again"},
 	{orders.ErrStaleFence, http.StatusServiceUnavailable, "stale-fence", "Write refused to a stale lock holder: try again"},
-	{orders.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "Service unavailable: try again"},
+	{orders.ErrUnavailable, http.StatusServiceUnavailable, "dependency-unavailable", "A service stockguard depends on is unavailable: try again"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout", "Request deadline exceeded: try again"},
 	{context.Canceled, statusClientClosed, "client-closed", "Client closed the request"},
 }
@@ -63,23 +64,30 @@ var statuses = []struct {
 // one reads the answer, but metrics and logs tell it from a server failure.
 const statusClientClosed = 499
 
+// ProblemBase is where every problem type is described: a type is this and
+// its slug as the fragment, an absolute URI that resolves to its description.
+const ProblemBase = "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#"
+
 // problem is an RFC 9457 problem document, with the fields stockguard adds.
 type problem struct {
-	Type     string              `json:"type"`
-	Title    string              `json:"title"`
-	Status   int                 `json:"status"`
-	Detail   string              `json:"detail,omitempty"`
-	Instance string              `json:"instance,omitempty"`
-	Errors   []orders.FieldError `json:"errors,omitempty"` // invalid fields
-	SKUs     []string            `json:"skus,omitempty"`   // SKUs short of stock
+	Type       string              `json:"type"`
+	Title      string              `json:"title"`
+	Status     int                 `json:"status"`
+	Detail     string              `json:"detail,omitempty"`
+	Instance   string              `json:"instance,omitempty"`
+	RequestID  string              `json:"request_id,omitempty"`
+	Errors     []orders.FieldError `json:"errors,omitempty"`     // invalid fields
+	SKUs       []string            `json:"skus,omitempty"`       // SKUs short of stock, or unknown
+	Dependency string              `json:"dependency,omitempty"` // the dependency unavailable
 }
 
 // problem answers with err as problem+json and stops the handler chain.
 func (s *server) problem(c *gin.Context, err error) {
-	p := problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError, Instance: c.Request.URL.Path}
+	p := problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError, Instance: c.Request.URL.Path,
+		RequestID: RequestID(c.Request.Context())}
 	for _, st := range statuses {
 		if errors.Is(err, st.err) {
-			p.Type, p.Title, p.Status = "/problems/"+st.slug, st.title, st.status
+			p.Type, p.Title, p.Status = ProblemBase+st.slug, st.title, st.status
 			p.Detail = err.Error()
 			break
 		}
@@ -93,14 +101,30 @@ func (s *server) problem(c *gin.Context, err error) {
 		p.SKUs = short.SKUs
 		p.Detail = "not enough stock of " + strings.Join(short.SKUs, ", ")
 	}
+	var unknown *orders.UnknownSKUError
+	if errors.As(err, &unknown) {
+		p.SKUs = unknown.SKUs
+		p.Detail = "no such SKU: " + strings.Join(unknown.SKUs, ", ")
+	}
+	var replayed *orders.ReplayedError
+	if errors.As(err, &replayed) {
+		c.Header("Idempotent-Replayed", "true")
+	}
 	switch p.Status {
 	case http.StatusInternalServerError:
 		s.log.ErrorContext(c.Request.Context(), "internal error", "err", err, "path", c.Request.URL.Path)
 	case http.StatusServiceUnavailable:
 		c.Header("Retry-After", strconv.Itoa(max(1, int(s.cfg.RetryAfter.Seconds()))))
 		if errors.Is(err, orders.ErrUnavailable) {
-			p.Detail = "" // backend addresses and driver messages stay in the log
-			s.log.WarnContext(c.Request.Context(), "backend unavailable", "err", err)
+			// Backend addresses and driver messages stay in the log; the answer
+			// names the dependency only.
+			p.Detail = ""
+			var dep *orders.DependencyError
+			if errors.As(err, &dep) {
+				p.Dependency = dep.Dependency
+				p.Detail = dep.Dependency + " unavailable"
+			}
+			s.log.WarnContext(c.Request.Context(), "dependency unavailable", "dependency", p.Dependency, "err", err)
 		}
 	}
 	if errors.Is(err, errUnauthorized) {

@@ -5,6 +5,7 @@ import "github.com/gin-gonic/gin"
 // routes lists every route of the API.
 func (s *server) routes(r *gin.Engine) {
 	r.POST("/v1/orders", s.placeOrder)
+	r.GET("/v1/orders", s.admin, s.listOrders)
 	r.GET("/v1/orders/:id", s.getOrder)
 	r.POST("/v1/orders/:id/cancel", s.cancelOrder)
 	r.POST("/v1/reservations", s.placeHold)
@@ -12,7 +13,9 @@ func (s *server) routes(r *gin.Engine) {
 	r.POST("/v1/reservations/:id/extend", s.extendHold)
 	r.POST("/v1/reservations/:id/confirm", s.confirmHold)
 	r.POST("/v1/reservations/:id/release", s.releaseHold)
+	r.GET("/v1/skus", s.listSKUs)
 	r.GET("/v1/skus/:sku", s.getSKU)
+	r.PUT("/v1/skus/:sku", s.admin, s.setStock)
 	r.POST("/v1/skus/:sku/restock", s.admin, s.restock)
 	r.GET("/v1/audit", s.admin, s.audit)
 

@@ -23,7 +23,10 @@ type Orders interface {
 	Order(ctx context.Context, id string) (orders.Order, error)
 	Cancel(ctx context.Context, id string) (orders.Order, error)
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
-	Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, error)
+	Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error)
+	SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error)
+	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
+	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)
 	Audit(ctx context.Context, deep bool) (orders.Audit, error)
 	Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error)
 	Reservation(ctx context.Context, id string) (orders.Reservation, error)
@@ -43,12 +46,23 @@ type Config struct {
 	RequestTimeout time.Duration
 	// RetryAfter is what a 503 tells clients to wait. Default 1s.
 	RetryAfter time.Duration
+	// AccessLog writes a line per request at info; off, only failures (5xx)
+	// are logged, at warn (for load runs).
+	AccessLog bool
+}
+
+// Dependency is one service a replica needs, as readiness checks it.
+type Dependency struct {
+	// Name is orders.DependencyDatabase, DependencyRedis or DependencyLockService.
+	Name string
+	// Check answers nil when the dependency answers within ctx.
+	Check func(ctx context.Context) error
 }
 
 type server struct {
 	cfg     Config
 	orders  Orders
-	ready   func(ctx context.Context) error
+	deps    []Dependency
 	metrics http.Handler
 	log     *slog.Logger
 
@@ -56,9 +70,9 @@ type server struct {
 	duration *prometheus.HistogramVec
 }
 
-// New returns the HTTP handler. ready reports whether Redis and the database
-// answer; metrics serves /metrics; reg receives the HTTP metrics.
-func New(cfg Config, svc Orders, ready func(ctx context.Context) error, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
+// New returns the HTTP handler. deps are what readiness checks; metrics serves
+// /metrics; reg receives the HTTP metrics.
+func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 16 << 10
 	}
@@ -68,7 +82,7 @@ func New(cfg Config, svc Orders, ready func(ctx context.Context) error, metrics 
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = time.Second
 	}
-	s := &server{cfg: cfg, orders: svc, ready: ready, metrics: metrics, log: log,
+	s := &server{cfg: cfg, orders: svc, deps: deps, metrics: metrics, log: log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "stockguard", Name: "http_request_duration_seconds",
@@ -80,7 +94,9 @@ func New(cfg Config, svc Orders, ready func(ctx context.Context) error, metrics 
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true            // c.Request.Context() is what handlers pass on
-	r.Use(s.observe, s.recover, s.deadline) // observe outermost: it sees the 500 of a panic
+	// The request id first, so that every line and answer carries it; observe
+	// next, outside recover: it sees the 500 of a panic.
+	r.Use(s.requestID, s.observe, s.recover, s.deadline)
 	s.routes(r)
 	return r
 }
@@ -115,12 +131,20 @@ func (s *server) observe(c *gin.Context) {
 		route = "unmatched"
 	}
 	status := c.Writer.Status()
+	took := time.Since(start)
 	s.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(status)).Inc()
-	s.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	level := slog.LevelDebug
-	if status >= 500 {
+	s.duration.WithLabelValues(route).Observe(took.Seconds())
+	level := slog.LevelInfo
+	switch {
+	case status >= 500 && status != http.StatusServiceUnavailable:
 		level = slog.LevelWarn
+	case !s.cfg.AccessLog:
+		return
 	}
-	s.log.Log(c.Request.Context(), level, "request", "method", c.Request.Method, "path", c.Request.URL.Path,
-		"status", status, "duration", time.Since(start))
+	attrs := []slog.Attr{slog.String("method", c.Request.Method), slog.String("route", route),
+		slog.Int("status", status), slog.Duration("latency", took)}
+	if key := c.GetHeader("Idempotency-Key"); key != "" {
+		attrs = append(attrs, slog.String("idempotency_key", key))
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "request", attrs...)
 }

@@ -70,3 +70,61 @@ func (e *StaleFenceError) Error() string {
 
 // Is makes errors.Is(err, ErrStaleFence) true.
 func (e *StaleFenceError) Is(target error) bool { return target == ErrStaleFence }
+
+// ErrUnknownSKU is an order or hold naming a SKU that was never stocked.
+var ErrUnknownSKU = errors.New("unknown sku")
+
+// UnknownSKUError names the SKUs of a request that do not exist. It matches
+// ErrUnknownSKU.
+type UnknownSKUError struct {
+	SKUs []string
+}
+
+func (e *UnknownSKUError) Error() string {
+	return fmt.Sprintf("%s: %s", ErrUnknownSKU, strings.Join(e.SKUs, ", "))
+}
+
+// Is makes errors.Is(err, ErrUnknownSKU) true.
+func (e *UnknownSKUError) Is(target error) bool { return target == ErrUnknownSKU }
+
+// The dependencies a DependencyError names.
+const (
+	DependencyDatabase    = "database"
+	DependencyRedis       = "redis"
+	DependencyLockService = "lock-service"
+)
+
+// DependencyError is a failure to reach a dependency of the service: the
+// database, Redis or the lock service. It matches ErrUnavailable and unwraps
+// to the failure.
+type DependencyError struct {
+	Dependency string
+	Err        error
+}
+
+// Unavailable wraps err as a failure of dependency; nil stays nil.
+func Unavailable(dependency string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &DependencyError{Dependency: dependency, Err: err}
+}
+
+func (e *DependencyError) Error() string {
+	return fmt.Sprintf("%s unavailable: %v", e.Dependency, e.Err)
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *DependencyError) Is(target error) bool { return target == ErrUnavailable }
+
+func (e *DependencyError) Unwrap() error { return e.Err }
+
+// ReplayedError is the refusal an Idempotency-Key's first request got, given
+// again to a request repeating the key. It unwraps to that refusal.
+type ReplayedError struct {
+	Err error
+}
+
+func (e *ReplayedError) Error() string { return "replayed: " + e.Err.Error() }
+
+func (e *ReplayedError) Unwrap() error { return e.Err }

@@ -35,7 +35,14 @@ type Store interface {
 	Cancel(ctx context.Context, id string, fences Fences, at time.Time) (Order, map[string]int64, error)
 	// Restock adds stock, creating the SKU if new, and returns what is available.
 	Restock(ctx context.Context, sku string, quantity, fence int64) (int64, error)
+	// SetStock sets a SKU's available units, creating it if new (then true),
+	// fenced; the ledger records the difference.
+	SetStock(ctx context.Context, sku string, available, fence int64) (bool, error)
 	Order(ctx context.Context, id string) (Order, error)
+	// SKUs lists SKUs after the SKU after, in SKU order; Orders lists orders
+	// before the order id before, newest first; each reads indexed rows only.
+	SKUs(ctx context.Context, after string, limit int) ([]Stock, error)
+	Orders(ctx context.Context, before string, limit int) ([]Order, error)
 	// Stock reads one SKU's counters (one row).
 	Stock(ctx context.Context, sku string) (Stock, error)
 	// Reservation reads one hold; one past its expiry (on the database's clock)

@@ -56,7 +56,7 @@ func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(co
 		case errors.Is(err, redislock.ErrNotObtained), err != nil && wctx.Err() != nil && ctx.Err() == nil:
 			return fmt.Errorf("%w: %w", orders.ErrBusy, err)
 		case err != nil:
-			return fmt.Errorf("%w: obtain: %w", orders.ErrUnavailable, err)
+			return orders.Unavailable(orders.DependencyRedis, fmt.Errorf("obtain: %w", err))
 		}
 		if held == nil {
 			deadline = time.Now().Add(l.ttl)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -51,6 +52,16 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
 	}
+}
+
+// CheckURL reports what is wrong with a Redis URL of NewClient's forms,
+// without connecting: for a replica to refuse a bad URL before it opens anything.
+func CheckURL(rawURL string) error {
+	c, err := NewClient(rawURL)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // newClusterClient returns a Cluster client that honours context deadlines and
@@ -221,13 +232,18 @@ func (c *Cache) Delete(ctx context.Context, skus []string) error {
 
 // Locker adapts a pkg/lock Client to orders.Locker.
 type Locker struct {
-	c *lock.Client
+	c          *lock.Client
+	dependency string
 }
 
 var _ orders.Locker = (*Locker)(nil)
 
-// NewLocker wraps c.
-func NewLocker(c *lock.Client) *Locker { return &Locker{c: c} }
+// NewLocker wraps c; dependency names the service the lock talks to in its errors:
+// orders.DependencyRedis for the cache's Redis, orders.DependencyLockService
+// for another.
+func NewLocker(c *lock.Client, dependency string) *Locker {
+	return &Locker{c: c, dependency: dependency}
+}
 
 // WithLocks runs fn holding the locks of skus, with their fencing tokens.
 func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
@@ -238,7 +254,7 @@ func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.C
 		for _, sku := range g.Names() {
 			fences[sku] = g.Token(sku)
 		}
-		return fn(ctx, grant{g: g, fences: fences})
+		return fn(ctx, grant{g: g, fences: fences, dependency: l.dependency})
 	})
 	switch {
 	case err == nil:
@@ -249,15 +265,16 @@ func (l *Locker) WithLocks(ctx context.Context, skus []string, fn func(context.C
 		return err // fn's own error, already in the domain's words
 	case errors.Is(err, lock.ErrNotObtained):
 		return fmt.Errorf("%w: %w", orders.ErrBusy, err)
-	default: // the lock could not talk to Redis
-		return fmt.Errorf("%w: %w", orders.ErrUnavailable, err)
+	default: // the lock could not talk to its service (lock.ErrUnavailable, or an error of the service)
+		return orders.Unavailable(l.dependency, err)
 	}
 }
 
 // grant adapts a pkg/lock Grant to orders.Grant.
 type grant struct {
-	g      *lock.Grant
-	fences orders.Fences
+	g          *lock.Grant
+	fences     orders.Fences
+	dependency string
 }
 
 var _ orders.Grant = grant{}
@@ -271,8 +288,19 @@ func (g grant) Advance(ctx context.Context, sku string, past int64) error {
 	case errors.Is(err, lock.ErrLeaseLost):
 		return fmt.Errorf("%w: %w", orders.ErrLeaseLost, err)
 	case err != nil:
-		return fmt.Errorf("%w: %w", orders.ErrUnavailable, err)
+		return orders.Unavailable(g.dependency, err)
 	}
 	g.fences[sku] = n
 	return nil
+}
+
+// UseLogger sends go-redis's own lines (a pool's dial failures, a reconnect)
+// to log at warn, in the service's format, instead of its plain-text default.
+// go-redis has one logger per process.
+func UseLogger(log *slog.Logger) { redis.SetLogger(redisLogger{log.With("lib", "go-redis")}) }
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }

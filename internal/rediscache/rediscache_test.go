@@ -76,7 +76,7 @@ func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = lc.Close() })
-		return rediscache.NewLocker(lc)
+		return rediscache.NewLocker(lc, orders.DependencyRedis)
 	}
 	// a must get the free lock whatever the machine's load; b must not get it
 	// while a holds it, and need not wait long to find out.

@@ -28,6 +28,9 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	if err != nil {
 		return orders.Held{}, err
 	}
+	if err := s.known(ctx, items); err != nil {
+		return orders.Held{}, err
+	}
 	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
 	now := s.now()
 	h := &orders.Hold{TTL: ttl}
@@ -212,7 +215,7 @@ func endedOf(r orders.Reservation) *orders.HoldEndedError {
 // the refusal.
 func (s *Service) replayHold(ctx context.Context, o orders.Outcome) (orders.Held, error) {
 	if len(o.ShortSKUs) > 0 {
-		return orders.Held{}, &orders.InsufficientStockError{SKUs: o.ShortSKUs}
+		return orders.Held{}, &orders.ReplayedError{Err: &orders.InsufficientStockError{SKUs: o.ShortSKUs}}
 	}
 	r, err := s.store.Reservation(ctx, o.ReservationID)
 	if err != nil {

@@ -39,7 +39,7 @@ func TestHoldsNeverOversellAndEndOnce(t *testing.T) {
 		defer cancel()
 		stock := map[string]int64{"A": 30, "B": 10}
 		for sku, n := range stock {
-			if _, err := reps[0].svc.Restock(ctx, sku, n); err != nil {
+			if _, _, err := reps[0].svc.Restock(ctx, sku, n); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -193,7 +193,7 @@ func TestHoldIdempotency(t *testing.T) {
 		w := newClockWorld(t, kind)
 		r := w.replica(t, nil)
 		ctx := context.Background()
-		if _, err := r.svc.Restock(ctx, "A", 5); err != nil {
+		if _, _, err := r.svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err)
 		}
 		req := orders.HoldRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}, IdempotencyKey: "h1"}
@@ -250,7 +250,7 @@ func TestStaleSweeperIsRefused(t *testing.T) {
 	w := newClockWorld(t, testenv.DatabaseKinds()[0])
 	r := w.replica(t, nil)
 	ctx := context.Background()
-	if _, err := r.svc.Restock(ctx, "A", 5); err != nil {
+	if _, _, err := r.svc.Restock(ctx, "A", 5); err != nil {
 		t.Fatal(err)
 	}
 	hold := func() {
@@ -306,7 +306,7 @@ func TestSweeperLeadsOncePerCluster(t *testing.T) {
 			events <- event{i, b}
 		}
 		r.obs.onExpired = func(n int) { expired <- n }
-		r.deps.Leader = rediscache.NewLocker(lc)
+		r.deps.Leader = rediscache.NewLocker(lc, orders.DependencyRedis)
 		r.svc = service.New(service.Config{SweepInterval: w.sweep}, r.deps, slog.New(slog.NewTextHandler(io.Discard, nil)), w.clock.Now)
 		ctx, stop := context.WithCancel(context.Background())
 		stops = append(stops, stop)
@@ -334,7 +334,7 @@ func TestSweeperLeadsOncePerCluster(t *testing.T) {
 	}
 	first := next(true)
 	ctx := context.Background()
-	if _, err := reps[0].svc.Restock(ctx, "A", 5); err != nil {
+	if _, _, err := reps[0].svc.Restock(ctx, "A", 5); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reps[0].svc.Hold(ctx, orders.HoldRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}, TTL: time.Minute}); err != nil {
@@ -377,7 +377,7 @@ func TestSweeperAdvancesPastALargerToken(t *testing.T) {
 	if _, err := r.store.PurgeRecords(ctx, w.clock.Now(), 1, orders.Leader{Name: service.SweeperLease, Token: 1 << 62}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.svc.Restock(ctx, "A", 5); err != nil {
+	if _, _, err := r.svc.Restock(ctx, "A", 5); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.svc.Hold(ctx, orders.HoldRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}, TTL: time.Second}); err != nil {

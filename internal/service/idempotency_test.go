@@ -42,7 +42,7 @@ func TestFailedCommitLeavesTheKeyFree(t *testing.T) {
 		w := newWorld(t, kind)
 		base := w.replicaOf(t, strategy, nil)
 		ctx := context.Background()
-		if _, err := base.svc.Restock(ctx, "A", 5); err != nil {
+		if _, _, err := base.svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err)
 		}
 		deps := base.deps
@@ -73,7 +73,7 @@ func TestIdempotencyRecordsExpireAfterTheRetention(t *testing.T) {
 		w := newWorld(t, kind)
 		base := w.replica(t, nil)
 		ctx := context.Background()
-		if _, err := base.svc.Restock(ctx, "A", 5); err != nil {
+		if _, _, err := base.svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err)
 		}
 		clk := testenv.NewClock(time.Now())

@@ -22,7 +22,7 @@ func TestLockBatchShedsWhatItCannotQueue(t *testing.T) {
 	w := newWorld(t, defaultKind())
 	ctx := context.Background()
 	base := w.replicaOf(t, orders.StrategyLockBatch, nil)
-	if _, err := base.svc.Restock(ctx, "A", 10); err != nil {
+	if _, _, err := base.svc.Restock(ctx, "A", 10); err != nil {
 		t.Fatal(err)
 	}
 	open := make(chan struct{})
@@ -80,7 +80,7 @@ func TestLockBatchAnswersAPanic(t *testing.T) {
 	w := newWorld(t, defaultKind())
 	ctx := context.Background()
 	base := w.replicaOf(t, orders.StrategyLockBatch, nil)
-	if _, err := base.svc.Restock(ctx, "A", 10); err != nil {
+	if _, _, err := base.svc.Restock(ctx, "A", 10); err != nil {
 		t.Fatal(err)
 	}
 	deps := base.deps
@@ -150,7 +150,7 @@ func TestLockBatchServesMixedSKUSetsInOneTransaction(t *testing.T) {
 	ctx := context.Background()
 	admin := w.replicaOf(t, orders.StrategyLock, nil)
 	for sku, n := range map[string]int64{"A": 3, "B": 2, "C": 5, "Z": 1} {
-		if _, err := admin.svc.Restock(ctx, sku, n); err != nil {
+		if _, _, err := admin.svc.Restock(ctx, sku, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +266,7 @@ func TestLockBatchLeavesWhatItDoesNotCoverToTheNextBatch(t *testing.T) {
 	ctx := context.Background()
 	admin := w.replicaOf(t, orders.StrategyLock, nil)
 	for _, sku := range []string{"A", "B"} {
-		if _, err := admin.svc.Restock(ctx, sku, 10); err != nil {
+		if _, _, err := admin.svc.Restock(ctx, sku, 10); err != nil {
 			t.Fatal(err)
 		}
 	}

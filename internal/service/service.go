@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
@@ -96,6 +98,9 @@ type Service struct {
 	// cached says whether orders keep the cache up to date; for the strategies
 	// whose orders do not, other writes delete entries rather than set them.
 	cached bool
+	// skus holds the SKUs known to exist: SKUs are never deleted, so one seen
+	// once needs no read again before an order names it.
+	skus sync.Map
 	// onQueued is told the length of a lock-batch queue after each order joins
 	// it (tests only: set before the first order).
 	onQueued func(n int)
@@ -187,6 +192,9 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 	if err != nil {
 		return orders.Placed{}, err
 	}
+	if err := s.known(ctx, items); err != nil {
+		return orders.Placed{}, err
+	}
 	now := s.now()
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
 	r := s.placer.place(ctx, orders.Placement{Order: o, Key: req.IdempotencyKey, Hash: hashItems(items)})
@@ -233,7 +241,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
 }
 
 // Restock adds quantity units of sku, creating it if new, under its lock.
-func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, error) {
+func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error) {
 	var errs []orders.FieldError
 	if !orders.ValidSKU(sku) {
 		errs = append(errs, orders.FieldError{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"})
@@ -242,27 +250,147 @@ func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orde
 		errs = append(errs, orders.FieldError{Field: "quantity", Message: fmt.Sprintf("must be between 1 and %d", orders.MaxRestock)})
 	}
 	if len(errs) > 0 {
-		return orders.Stock{}, &orders.ValidationError{Fields: errs}
+		return orders.Stock{}, false, &orders.ValidationError{Fields: errs}
 	}
+	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (bool, error) {
+		_, err := s.store.Stock(ctx, sku)
+		created := errors.Is(err, orders.ErrNotFound)
+		if err != nil && !created {
+			return false, err
+		}
+		_, err = s.store.Restock(ctx, sku, quantity, fence)
+		return created, err
+	})
+}
+
+// SetStock sets a SKU's available units to an absolute value, creating the SKU
+// if it is new (then true), under its lock and fence like Restock.
+func (s *Service) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error) {
+	var errs []orders.FieldError
+	if !orders.ValidSKU(sku) {
+		errs = append(errs, orders.FieldError{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"})
+	}
+	if available < 0 || available > orders.MaxRestock {
+		errs = append(errs, orders.FieldError{Field: "available", Message: fmt.Sprintf("must be between 0 and %d", orders.MaxRestock)})
+	}
+	if len(errs) > 0 {
+		return orders.Stock{}, false, &orders.ValidationError{Fields: errs}
+	}
+	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (bool, error) {
+		return s.store.SetStock(ctx, sku, available, fence)
+	})
+}
+
+// stocking runs write, a change of sku's stock, under the SKU's lock and fence,
+// then updates the cache, and returns the SKU's counters and write's answer.
+func (s *Service) stocking(ctx context.Context, sku string, write func(ctx context.Context, fence int64) (bool, error)) (orders.Stock, bool, error) {
+	var created bool
 	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, g orders.Grant) error {
-		var available int64
 		err := s.fenced(ctx, g, func(fences orders.Fences) error {
 			var err error
-			available, err = s.store.Restock(ctx, sku, quantity, fences[sku])
+			created, err = write(ctx, fences[sku])
 			return err
 		})
 		if err != nil {
 			s.afterFailure(ctx, []string{sku}, err)
 			return err
 		}
-		s.setCache(ctx, map[string]int64{sku: available}, g.Fences())
+		st, err := s.store.Stock(ctx, sku)
+		if err != nil {
+			s.afterFailure(ctx, []string{sku}, err)
+			return err
+		}
+		s.setCache(ctx, map[string]int64{sku: st.Available}, g.Fences())
 		s.dropReservations(ctx, []string{sku})
 		return nil
 	})
 	if err != nil {
-		return orders.Stock{}, err
+		return orders.Stock{}, false, err
 	}
-	return s.store.Stock(ctx, sku)
+	s.skus.Store(sku, true)
+	st, err := s.store.Stock(ctx, sku)
+	return st, created, err
+}
+
+// known refuses an order or hold naming a SKU that does not exist, before any
+// lock is taken: one read of the SKUs not seen before, none once they were.
+func (s *Service) known(ctx context.Context, items []orders.Item) error {
+	var unseen []string
+	for _, it := range items {
+		if _, ok := s.skus.Load(it.SKU); !ok {
+			unseen = append(unseen, it.SKU)
+		}
+	}
+	if len(unseen) == 0 {
+		return nil
+	}
+	have, err := s.store.Available(ctx, unseen)
+	if err != nil {
+		return err
+	}
+	var unknown []string
+	for _, sku := range unseen {
+		if _, ok := have[sku]; ok {
+			s.skus.Store(sku, true)
+		} else {
+			unknown = append(unknown, sku)
+		}
+	}
+	if len(unknown) > 0 {
+		return &orders.UnknownSKUError{SKUs: unknown}
+	}
+	return nil
+}
+
+// MaxPage is the most items one page of a listing holds.
+const MaxPage = 100
+
+// SKUs lists up to limit SKUs after the SKU after, and whether more follow.
+func (s *Service) SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error) {
+	if err := page(after, "starting_after", orders.ValidSKU, limit); err != nil {
+		return nil, false, err
+	}
+	out, err := s.store.SKUs(ctx, after, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	return out[:min(len(out), limit)], len(out) > limit, nil
+}
+
+// Orders lists up to limit orders, newest first, after the order id after in
+// that order, and whether more follow.
+func (s *Service) Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error) {
+	if err := page(after, "starting_after", validID, limit); err != nil {
+		return nil, false, err
+	}
+	out, err := s.store.Orders(ctx, after, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	return out[:min(len(out), limit)], len(out) > limit, nil
+}
+
+// page checks a listing's cursor and limit.
+func page(cursor, field string, valid func(string) bool, limit int) error {
+	var errs []orders.FieldError
+	if cursor != "" && !valid(cursor) {
+		errs = append(errs, orders.FieldError{Field: field, Message: "is not an id of this list"})
+	}
+	if limit < 1 || limit > MaxPage {
+		errs = append(errs, orders.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxPage)})
+	}
+	if len(errs) > 0 {
+		return &orders.ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+// validID says whether id could be an order id (newID's form), so that a
+// cursor of another kind is refused rather than answered with nothing.
+func validID(id string) bool {
+	return len(id) <= 40 && strings.Count(id, "-") == 1 && strings.IndexFunc(id, func(r rune) bool {
+		return (r < '0' || r > '9') && (r < 'a' || r > 'z') && r != '-'
+	}) < 0
 }
 
 // Order returns one order.
@@ -287,7 +415,7 @@ func (s *Service) Audit(ctx context.Context, deep bool) (orders.Audit, error) {
 
 func (s *Service) replay(ctx context.Context, o orders.Outcome) (orders.Placed, error) {
 	if len(o.ShortSKUs) > 0 {
-		return orders.Placed{}, &orders.InsufficientStockError{SKUs: o.ShortSKUs}
+		return orders.Placed{}, &orders.ReplayedError{Err: &orders.InsufficientStockError{SKUs: o.ShortSKUs}}
 	}
 	order, err := s.store.Order(ctx, o.OrderID)
 	if err != nil {

@@ -132,7 +132,7 @@ func (w *world) locker(t *testing.T) orders.Locker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	return rediscache.NewLocker(lc)
+	return rediscache.NewLocker(lc, orders.DependencyRedis)
 }
 
 func forEachDatabase(t *testing.T, fn func(t *testing.T, kind string)) {
@@ -169,7 +169,7 @@ func TestConcurrentOrdersNeverOversell(t *testing.T) {
 		defer cancel()
 		stock := map[string]int64{"A": 60, "B": 20, "C": 5}
 		for sku, n := range stock {
-			if _, err := reps[0].svc.Restock(ctx, sku, n); err != nil {
+			if _, _, err := reps[0].svc.Restock(ctx, sku, n); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -249,7 +249,7 @@ func TestCacheIsRepairedWhenTheDatabaseDisagrees(t *testing.T) {
 		w := newWorld(t, kind)
 		r := w.replicaOf(t, strategy, nil)
 		ctx := context.Background()
-		if _, err := r.svc.Restock(ctx, "A", 1); err != nil {
+		if _, _, err := r.svc.Restock(ctx, "A", 1); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.cache.Delete(ctx, []string{"A"}); err != nil {
@@ -274,7 +274,7 @@ func TestIdempotentRetryCreatesOneOrder(t *testing.T) {
 		w := newWorld(t, kind)
 		a, b := w.replicaOf(t, strategy, nil), w.replicaOf(t, strategy, nil)
 		ctx := context.Background()
-		if _, err := a.svc.Restock(ctx, "A", 10); err != nil {
+		if _, _, err := a.svc.Restock(ctx, "A", 10); err != nil {
 			t.Fatal(err)
 		}
 		req := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 3}}, IdempotencyKey: "retry-1"}
@@ -299,7 +299,7 @@ func TestIdempotentRetryCreatesOneOrder(t *testing.T) {
 		if _, err := a.svc.Place(ctx, big); !errors.Is(err, orders.ErrInsufficientStock) {
 			t.Fatal(err)
 		}
-		if _, err := a.svc.Restock(ctx, "A", 1000); err != nil {
+		if _, _, err := a.svc.Restock(ctx, "A", 1000); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.svc.Place(ctx, big); !errors.Is(err, orders.ErrInsufficientStock) {
@@ -362,7 +362,7 @@ func TestStaleHolderIsRefusedAndCounted(t *testing.T) {
 		live := w.replicaOf(t, strategy, nil)
 		stale := w.replicaOf(t, strategy, staleLocker{token: 1})
 		ctx := context.Background()
-		if _, err := live.svc.Restock(ctx, "A", 5); err != nil { // commits a real, much larger token
+		if _, _, err := live.svc.Restock(ctx, "A", 5); err != nil { // commits a real, much larger token
 			t.Fatal(err)
 		}
 		_, err := stale.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}})
@@ -384,7 +384,7 @@ func TestRepeatedTokenIsAdvancedPastTheCommittedOne(t *testing.T) {
 	forEachLockedStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
 		w := newWorld(t, kind)
 		ctx := context.Background()
-		if _, err := w.replicaOf(t, strategy, staleLocker{token: 1000}).svc.Restock(ctx, "A", 5); err != nil {
+		if _, _, err := w.replicaOf(t, strategy, staleLocker{token: 1000}).svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err) // commits token 1000 (a lock that lost its lock can still write while the store allows it)
 		}
 		advanced := new(atomic.Int64)
@@ -394,7 +394,7 @@ func TestRepeatedTokenIsAdvancedPastTheCommittedOne(t *testing.T) {
 				t.Fatalf("order %d: %v", i, err)
 			}
 		}
-		if _, err := lagging.svc.Restock(ctx, "A", 1); err != nil {
+		if _, _, err := lagging.svc.Restock(ctx, "A", 1); err != nil {
 			t.Fatal(err)
 		}
 		if n := advanced.Load(); n != 3 {
@@ -422,7 +422,7 @@ func TestStaleCacheEntryNeverRefusesAnOrder(t *testing.T) {
 		w := newWorld(t, kind)
 		r := w.replicaOf(t, strategy, nil)
 		ctx := context.Background()
-		if _, err := r.svc.Restock(ctx, "A", 5); err != nil {
+		if _, _, err := r.svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.cache.Delete(ctx, []string{"A"}); err != nil {
@@ -455,7 +455,7 @@ func TestCancelReturnsStockOnce(t *testing.T) {
 		w := newWorld(t, kind)
 		r := w.replica(t, nil)
 		ctx := context.Background()
-		if _, err := r.svc.Restock(ctx, "A", 2); err != nil {
+		if _, _, err := r.svc.Restock(ctx, "A", 2); err != nil {
 			t.Fatal(err)
 		}
 		p, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 2}}})
@@ -500,7 +500,7 @@ func TestLockBatchServesAQueueInOneCriticalSection(t *testing.T) {
 		ctx := context.Background()
 		open := make(chan struct{})
 		r := w.replicaOf(t, orders.StrategyLockBatch, gateLocker{open: open, inner: w.locker(t)})
-		if _, err := w.replicaOf(t, orders.StrategyLock, nil).svc.Restock(ctx, "A", 5); err != nil {
+		if _, _, err := w.replicaOf(t, orders.StrategyLock, nil).svc.Restock(ctx, "A", 5); err != nil {
 			t.Fatal(err)
 		}
 		// Nine orders queue while the lock is held elsewhere: seven with their own
@@ -620,7 +620,7 @@ func TestLockBatchAnswersWhatItCommittedAfterTheCallerGaveUp(t *testing.T) {
 	w := newWorld(t, defaultKind())
 	ctx := context.Background()
 	base := w.replicaOf(t, orders.StrategyLockBatch, nil)
-	if _, err := base.svc.Restock(ctx, "A", 5); err != nil {
+	if _, _, err := base.svc.Restock(ctx, "A", 5); err != nil {
 		t.Fatal(err)
 	}
 	slow := slowCommit{Store: base.store, began: make(chan struct{}, 1), release: make(chan struct{})}

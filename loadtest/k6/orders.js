@@ -46,7 +46,7 @@ export function setup() {
     const res = http.post(`${BASE_URL}/v1/skus/${encodeURIComponent(sku)}/restock`,
       JSON.stringify({ quantity: STOCK }),
       { headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ADMIN_TOKEN}` } });
-    if (res.status !== 200) {
+    if (res.status !== 200 && res.status !== 201) { // 201: the SKU was created
       fail(`restock ${sku}: status ${res.status} ${res.body}`);
     }
     skus.push(sku);

@@ -36,6 +36,9 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 		}
 		if err != nil {
 			c.abandon(ctx, g, i+btoi(granted))
+			if c.unreachable() {
+				return nil, fmt.Errorf("%w: waiting for a local holder whose backend calls fail: %w", ErrUnavailable, err)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrNotObtained, err)
 		}
 		g.waited = g.waited || waited
@@ -143,12 +146,18 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 	var before mark
 	busy := 0 // tries that found the resource held
 	if !yield {
+		c.calling() // the first mark subscribes: a Backend call
+		began := time.Now()
 		m, err := c.wake.mark(ctx)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil && !c.stuck(time.Since(began)) {
+				return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
+			}
+			c.answered(false)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		before = m
-		l, err := c.attempt(ctx, names)
+		l, err := c.attempt(ctx, names, busy)
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -195,7 +204,7 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 				return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
 			}
 		}
-		l, err := c.attempt(ctx, names)
+		l, err := c.attempt(ctx, names, busy)
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -211,20 +220,35 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 }
 
 // attempt makes one try: a lease, or nil and nil when the resource is busy.
-func (c *Client) attempt(ctx context.Context, names []string) (*lease, error) {
+// busy counts the caller's earlier tries that found the resource held: a wait
+// that ends inside a try that had gone unanswered for long (stuck), with none
+// such, ended because the Backend did not answer (ErrUnavailable), not because
+// of another owner; a short wait that ends inside a slow first try is only
+// ErrNotObtained.
+func (c *Client) attempt(ctx context.Context, names []string, busy int) (*lease, error) {
+	c.calling()
+	began := time.Now()
 	l, err := c.tryObtain(ctx, names)
 	switch {
 	case err == nil:
+		c.answered(true)
 		c.opt.Metrics.attempt("ok")
 		return l, nil
 	case errors.Is(err, ErrBusy):
+		c.answered(true)
 		c.opt.Metrics.attempt("busy")
 		return nil, nil
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && (busy > 0 || !errors.Is(ctx.Err(), context.DeadlineExceeded) || !c.stuck(time.Since(began))):
+		c.pendingSince.Store(0) // cut short by the caller, not unanswered
 		return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
-	default:
+	case ctx.Err() != nil:
+		c.answered(false)
 		c.opt.Metrics.attempt("error")
-		return nil, err
+		return nil, fmt.Errorf("%w: no answer before the wait ended: %w", ErrUnavailable, err)
+	default:
+		c.answered(false)
+		c.opt.Metrics.attempt("error")
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 }
 

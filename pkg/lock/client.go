@@ -21,7 +21,38 @@ type Client struct {
 
 	valuePrefix string        // random, per Client: see newValue
 	valueSeq    atomic.Uint64 // leases named so far
+
+	// down is set by an attempt the Backend failed and cleared by one it
+	// answered (granted or busy); pendingSince is when the calls in flight began
+	// to go unanswered (0: none). A caller whose wait for a local slot ends while
+	// either says the Backend is not answering was held back by the Backend, not
+	// by an owner, and says so (ErrUnavailable): see unreachable.
+	down         atomic.Bool
+	pendingSince atomic.Int64
 }
+
+// calling notes a Backend call begun.
+func (c *Client) calling() { c.pendingSince.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// answered notes a Backend call's end: answered (granted, busy) or failed.
+func (c *Client) answered(ok bool) {
+	c.pendingSince.Store(0)
+	c.down.Store(!ok)
+}
+
+// unreachable says whether the Backend's last call failed, or its calls have
+// gone unanswered for long (stuck).
+func (c *Client) unreachable() bool {
+	if c.down.Load() {
+		return true
+	}
+	since := c.pendingSince.Load()
+	return since != 0 && c.stuck(time.Since(time.Unix(0, since)))
+}
+
+// stuck says whether a Backend call unanswered for d is past a healthy answer:
+// a quarter of OpTimeout.
+func (c *Client) stuck(d time.Duration) bool { return d > c.opt.OpTimeout/4 }
 
 // New returns a Client on one Redis (the Redis backend): rdb is a standalone,
 // Sentinel or Cluster client. Set ContextTimeoutEnabled on it so that a stalled

@@ -3,8 +3,11 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
 )
@@ -124,5 +127,44 @@ func TestWaitOptionBoundsOnlyTheWait(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Redis that does not answer is ErrUnavailable, not ErrNotObtained: no owner
+// held the resource. So for the callers queued behind the local caller that
+// talks to it, and for a Redis that refuses connections.
+func TestStalledRedisIsUnavailableNotBusy(t *testing.T) {
+	srv := startRedisServer(t)
+	env := newRedisAt(t, srv.Addr)
+	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: time.Second, Wait: 300 * time.Millisecond})
+	srv.Pause()
+	defer srv.Resume()
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { errs <- c.Do(context.Background(), []string{"s"}, func(context.Context, *lock.Grant) error { return nil }) }()
+	}
+	for range 3 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrNotObtained) {
+				t.Errorf("Redis stopped: %v, want ErrUnavailable and not ErrNotObtained", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Do did not return within 10s of a 300ms wait while Redis was stopped")
+		}
+	}
+
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	_ = l.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: closed, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer func() { _ = rdb.Close() }()
+	c = newClient(t, rdb, env.Namespace, &lock.Options{TTL: time.Second, Wait: 300 * time.Millisecond})
+	err = c.Do(context.Background(), []string{"s"}, func(context.Context, *lock.Grant) error { return nil })
+	if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("nothing listening: %v, want ErrUnavailable and not ErrNotObtained", err)
 	}
 }

@@ -7,6 +7,13 @@ var (
 	// The error also wraps the context's cause (context.DeadlineExceeded, usually).
 	ErrNotObtained = errors.New("lock: not obtained")
 
+	// ErrUnavailable is returned instead of ErrNotObtained when the wait ended
+	// because the Backend did not answer (its calls failed or hung until the
+	// caller's context ended), not because another owner held the resource: the
+	// caller should hear "the lock service is down", not "busy". It wraps the
+	// Backend's last error.
+	ErrUnavailable = errors.New("lock: backend unavailable")
+
 	// ErrLeaseLost is the cause with which a function's context is cancelled when its
 	// lease is gone (deleted, expired, taken over) or could not be renewed before it
 	// ran out. Test it with errors.Is on context.Cause(ctx) or on Do's error.

@@ -434,6 +434,86 @@ func (_c *Orders_Order_Call) RunAndReturn(run func(ctx context.Context, id strin
 	return _c
 }
 
+// Orders provides a mock function for the type Orders
+func (_mock *Orders) Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error) {
+	ret := _mock.Called(ctx, after, limit)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Orders")
+	}
+
+	var r0 []orders.Order
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) ([]orders.Order, bool, error)); ok {
+		return returnFunc(ctx, after, limit)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) []orders.Order); ok {
+		r0 = returnFunc(ctx, after, limit)
+	} else {
+		if ret.Get(0) != nil {
+			r0 = ret.Get(0).([]orders.Order)
+		}
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int) bool); ok {
+		r1 = returnFunc(ctx, after, limit)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int) error); ok {
+		r2 = returnFunc(ctx, after, limit)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_Orders_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Orders'
+type Orders_Orders_Call struct {
+	*mock.Call
+}
+
+// Orders is a helper method to define mock.On call
+//   - ctx context.Context
+//   - after string
+//   - limit int
+func (_e *Orders_Expecter) Orders(ctx interface{}, after interface{}, limit interface{}) *Orders_Orders_Call {
+	return &Orders_Orders_Call{Call: _e.mock.On("Orders", ctx, after, limit)}
+}
+
+func (_c *Orders_Orders_Call) Run(run func(ctx context.Context, after string, limit int)) *Orders_Orders_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 int
+		if args[2] != nil {
+			arg2 = args[2].(int)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Orders_Call) Return(orders1 []orders.Order, b bool, err error) *Orders_Orders_Call {
+	_c.Call.Return(orders1, b, err)
+	return _c
+}
+
+func (_c *Orders_Orders_Call) RunAndReturn(run func(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)) *Orders_Orders_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // Place provides a mock function for the type Orders
 func (_mock *Orders) Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error) {
 	ret := _mock.Called(ctx, req)
@@ -633,7 +713,7 @@ func (_c *Orders_Reservation_Call) RunAndReturn(run func(ctx context.Context, id
 }
 
 // Restock provides a mock function for the type Orders
-func (_mock *Orders) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, error) {
+func (_mock *Orders) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error) {
 	ret := _mock.Called(ctx, sku, quantity)
 
 	if len(ret) == 0 {
@@ -641,8 +721,9 @@ func (_mock *Orders) Restock(ctx context.Context, sku string, quantity int64) (o
 	}
 
 	var r0 orders.Stock
-	var r1 error
-	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) (orders.Stock, error)); ok {
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) (orders.Stock, bool, error)); ok {
 		return returnFunc(ctx, sku, quantity)
 	}
 	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) orders.Stock); ok {
@@ -650,12 +731,17 @@ func (_mock *Orders) Restock(ctx context.Context, sku string, quantity int64) (o
 	} else {
 		r0 = ret.Get(0).(orders.Stock)
 	}
-	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int64) error); ok {
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int64) bool); ok {
 		r1 = returnFunc(ctx, sku, quantity)
 	} else {
-		r1 = ret.Error(1)
+		r1 = ret.Get(1).(bool)
 	}
-	return r0, r1
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int64) error); ok {
+		r2 = returnFunc(ctx, sku, quantity)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
 }
 
 // Orders_Restock_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Restock'
@@ -694,12 +780,170 @@ func (_c *Orders_Restock_Call) Run(run func(ctx context.Context, sku string, qua
 	return _c
 }
 
-func (_c *Orders_Restock_Call) Return(stock orders.Stock, err error) *Orders_Restock_Call {
-	_c.Call.Return(stock, err)
+func (_c *Orders_Restock_Call) Return(stock orders.Stock, b bool, err error) *Orders_Restock_Call {
+	_c.Call.Return(stock, b, err)
 	return _c
 }
 
-func (_c *Orders_Restock_Call) RunAndReturn(run func(ctx context.Context, sku string, quantity int64) (orders.Stock, error)) *Orders_Restock_Call {
+func (_c *Orders_Restock_Call) RunAndReturn(run func(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error)) *Orders_Restock_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// SKUs provides a mock function for the type Orders
+func (_mock *Orders) SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error) {
+	ret := _mock.Called(ctx, after, limit)
+
+	if len(ret) == 0 {
+		panic("no return value specified for SKUs")
+	}
+
+	var r0 []orders.Stock
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) ([]orders.Stock, bool, error)); ok {
+		return returnFunc(ctx, after, limit)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) []orders.Stock); ok {
+		r0 = returnFunc(ctx, after, limit)
+	} else {
+		if ret.Get(0) != nil {
+			r0 = ret.Get(0).([]orders.Stock)
+		}
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int) bool); ok {
+		r1 = returnFunc(ctx, after, limit)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int) error); ok {
+		r2 = returnFunc(ctx, after, limit)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_SKUs_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'SKUs'
+type Orders_SKUs_Call struct {
+	*mock.Call
+}
+
+// SKUs is a helper method to define mock.On call
+//   - ctx context.Context
+//   - after string
+//   - limit int
+func (_e *Orders_Expecter) SKUs(ctx interface{}, after interface{}, limit interface{}) *Orders_SKUs_Call {
+	return &Orders_SKUs_Call{Call: _e.mock.On("SKUs", ctx, after, limit)}
+}
+
+func (_c *Orders_SKUs_Call) Run(run func(ctx context.Context, after string, limit int)) *Orders_SKUs_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 int
+		if args[2] != nil {
+			arg2 = args[2].(int)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_SKUs_Call) Return(stocks []orders.Stock, b bool, err error) *Orders_SKUs_Call {
+	_c.Call.Return(stocks, b, err)
+	return _c
+}
+
+func (_c *Orders_SKUs_Call) RunAndReturn(run func(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)) *Orders_SKUs_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// SetStock provides a mock function for the type Orders
+func (_mock *Orders) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error) {
+	ret := _mock.Called(ctx, sku, available)
+
+	if len(ret) == 0 {
+		panic("no return value specified for SetStock")
+	}
+
+	var r0 orders.Stock
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) (orders.Stock, bool, error)); ok {
+		return returnFunc(ctx, sku, available)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) orders.Stock); ok {
+		r0 = returnFunc(ctx, sku, available)
+	} else {
+		r0 = ret.Get(0).(orders.Stock)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int64) bool); ok {
+		r1 = returnFunc(ctx, sku, available)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int64) error); ok {
+		r2 = returnFunc(ctx, sku, available)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_SetStock_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'SetStock'
+type Orders_SetStock_Call struct {
+	*mock.Call
+}
+
+// SetStock is a helper method to define mock.On call
+//   - ctx context.Context
+//   - sku string
+//   - available int64
+func (_e *Orders_Expecter) SetStock(ctx interface{}, sku interface{}, available interface{}) *Orders_SetStock_Call {
+	return &Orders_SetStock_Call{Call: _e.mock.On("SetStock", ctx, sku, available)}
+}
+
+func (_c *Orders_SetStock_Call) Run(run func(ctx context.Context, sku string, available int64)) *Orders_SetStock_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 int64
+		if args[2] != nil {
+			arg2 = args[2].(int64)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_SetStock_Call) Return(stock orders.Stock, b bool, err error) *Orders_SetStock_Call {
+	_c.Call.Return(stock, b, err)
+	return _c
+}
+
+func (_c *Orders_SetStock_Call) RunAndReturn(run func(ctx context.Context, sku string, available int64) (orders.Stock, bool, error)) *Orders_SetStock_Call {
 	_c.Call.Return(run)
 	return _c
 }
