@@ -79,9 +79,9 @@ func (s *Summary) export() k6Export {
 		"data_received":      counter(s.BytesIn),
 		"data_sent":          counter(s.BytesOut),
 		"dropped_iterations": counter(s.Dropped),
-		// The generator keeps the most VUs the run had, not their samples: value,
-		// min and max are that.
-		"vus":     {"value": s.MaxVUs, "min": s.MaxVUs, "max": s.MaxVUs},
+		"vus":                {"value": s.VUs.Value, "min": s.VUs.Min, "max": s.VUs.Max},
+		// k6's vus_max is the VUs allocated; loadtest counts the VUs running,
+		// so it writes the most that ran at once.
 		"vus_max": {"value": s.MaxVUs, "min": s.MaxVUs, "max": s.MaxVUs},
 	}
 	for k, h := range s.byKind {

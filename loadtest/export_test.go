@@ -58,6 +58,9 @@ type k6Shape struct {
 			Fails  int64   `json:"fails"`
 			Value  float64 `json:"value"`
 		} `json:"http_req_failed"`
+		VUs struct {
+			Value, Min, Max float64
+		} `json:"vus"`
 		VUsMax struct {
 			Value, Min, Max float64
 		} `json:"vus_max"`
@@ -133,8 +136,8 @@ func TestSummaryExportHasK6Shape(t *testing.T) {
 	if m.Checks.Passes != passes || m.Checks.Fails != fails || m.Checks.Value != ratio(passes, passes+fails) {
 		t.Fatalf("checks %+v; the named checks add up to %d passes, %d fails", m.Checks, passes, fails)
 	}
-	if m.Failed.Passes+m.Failed.Fails != m.Reqs.Count || m.VUsMax.Max != 4 {
-		t.Fatalf("http_req_failed %+v of %d requests, vus_max %+v", m.Failed, m.Reqs.Count, m.VUsMax)
+	if m.Failed.Passes+m.Failed.Fails != m.Reqs.Count || m.VUsMax.Max != 4 || m.VUs.Max != 4 || m.VUs.Min > m.VUs.Value {
+		t.Fatalf("http_req_failed %+v of %d requests, vus %+v, vus_max %+v", m.Failed, m.Reqs.Count, m.VUs, m.VUsMax)
 	}
 	// stockguard's extras, and the same figures -summary-json wrote.
 	a := k.Stockguard.Audit

@@ -248,6 +248,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	start := time.Now()
 	rec.start = start
 	stop := showProgress(progress, lv, start, longest)
+	stopVUs := sampleVUs(lv)
 	var mu sync.Mutex
 	var all []*vuStats
 	var wg sync.WaitGroup
@@ -269,9 +270,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	wg.Wait()
 	elapsed := time.Since(start)
 	stop()
+	vus := stopVUs()
 	if ceiling {
 		sum := summarize(elapsed, all, lv, rec, nil)
-		sum.Started = start
+		sum.Started, sum.VUs = start, vus
 		sum.Ceiling = cfg.Ceiling
 		sum.judge(cfg)
 		return sum, nil
@@ -302,7 +304,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 			"oversold", audit.Oversold, "problems", len(audit.Holds.Problems), "mismatches", len(audit.Mismatches))
 	}
 	sum := summarize(elapsed, all, lv, rec, &audit)
-	sum.Started = start
+	sum.Started, sum.VUs = start, vus
 	sum.judge(cfg)
 	return sum, nil
 }

@@ -16,7 +16,8 @@ import (
 // A closed port: nothing answers, and the error says so rather than report a
 // status 0 and blame the prefix.
 func TestNothingAnswersAtAClosedPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +32,11 @@ func TestNothingAnswersAtAClosedPort(t *testing.T) {
 	}
 	if strings.Count(err.Error(), "nothing answers") != 1 {
 		t.Fatalf("said more than once: %v", err)
+	}
+	// A name that does not resolve (.invalid never does) is the same case.
+	err = run(t.Context(), []string{"-url", "http://stockguard.invalid:8080", "-duration", "200ms", "-quiet"}, noEnv, &stdout, &stderr)
+	if !errors.As(err, &na) || !strings.HasPrefix(err.Error(), "nothing answers at http://stockguard.invalid:8080: ") {
+		t.Fatalf("got %v, want nothing answers at http://stockguard.invalid:8080: ...", err)
 	}
 }
 

@@ -37,6 +37,7 @@ type Summary struct {
 	BytesIn    int64
 	BytesOut   int64
 	MaxVUs     int64
+	VUs        vuGauge // sampled each second, for k6's vus gauge
 	Audit      Audit
 	// Ceiling is the path of a ceiling run (GETs, no orders, no audit); empty
 	// for orders.
@@ -318,6 +319,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	line("http_reqs", "%d %.1f/s", s.Reqs, perSec(s.Reqs))
 	trendLine("iteration_duration", s.iterDur)
 	line("iterations", "%d %.1f/s", s.Iterations, perSec(s.Iterations))
+	line("vus", "%d min=%d max=%d", s.VUs.Value, s.VUs.Min, s.VUs.Max)
 	line("vus_max", "%d", s.MaxVUs)
 	if s.Ceiling != "" {
 		line("ceiling", "GET %s: %d answered 2xx, %.1f/s (no orders, no audit)", s.Ceiling, s.Accepted, perSec(s.Accepted))
