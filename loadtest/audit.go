@@ -100,18 +100,42 @@ func setup(ctx context.Context, c *client, cfg Config) (map[string]int64, error)
 		})
 	}
 	wg.Wait()
+	for _, err := range errs { // once, not once per SKU
+		if na := (*noAnswerError)(nil); errors.As(err, &na) {
+			return nil, na
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return stock, nil
 }
 
+// noAnswerError is a setup that found no server: the connection was refused,
+// the name did not resolve, or nothing answered in time. It says so rather
+// than report an HTTP status the service never sent.
+type noAnswerError struct {
+	url string
+	err error
+}
+
+func (e *noAnswerError) Error() string { return "nothing answers at " + e.url + ": " + e.err.Error() }
+func (e *noAnswerError) Unwrap() error { return e.err }
+
 // seed restocks one SKU; the first time in a run, only a SKU that does not exist.
 func seed(ctx context.Context, c *client, sku string, units int, first bool) error {
 	if first {
 		// Stock left from an earlier run would be sold too, and read as an oversell.
-		if a := c.send(ctx, http.MethodGet, "/v1/skus/"+sku, nil, nil, c.timeout); a.status != http.StatusNotFound {
-			return fmt.Errorf("setup: SKU %s exists already or cannot be read (status %d): choose another prefix", sku, a.status)
+		a := c.send(ctx, http.MethodGet, "/v1/skus/"+sku, nil, nil, c.timeout)
+		switch {
+		case a.err != nil && ctx.Err() != nil:
+			return a.err
+		case a.err != nil:
+			return &noAnswerError{url: c.base, err: a.err}
+		case a.status == http.StatusOK:
+			return fmt.Errorf("setup: SKU %s exists already: choose another prefix (-prefix, $LOADTEST_PREFIX, or prefix in the scenario file)", sku)
+		case a.status != http.StatusNotFound:
+			return fmt.Errorf("setup: SKU %s cannot be read: status %d from GET %s/v1/skus/%s", sku, a.status, c.base, sku)
 		}
 	}
 	body := fmt.Sprintf(`{"quantity":%d}`, units)

@@ -76,6 +76,9 @@ const (
 	chkAuditHolds     = "audit: every hold ended as the client left it"
 	chkAuditSoldTwice = "audit: no unit sold twice"
 	chkAuditLost      = "audit: no unit lost"
+	// The audit's checks of every run that orders.
+	chkAuditAgree    = "audit: clients and service agree on units sold"
+	chkAuditOversold = "audit: nothing oversold, I1 holds"
 )
 
 // Answers that are not failed requests (http_req_failed): a 409 is an answer

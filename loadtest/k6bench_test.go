@@ -80,9 +80,9 @@ func BenchmarkGeneratorVsK6(b *testing.B) {
 		cmd: func(ctx context.Context, baseURL, summary string) *exec.Cmd {
 			return exec.CommandContext(ctx, bins.Loadtest, "-url", baseURL, "-admin-token", vsK6Token,
 				"-vus", strconv.Itoa(vsK6VUs), "-duration", dur, "-stock", strconv.Itoa(vsK6Stock), "-max-quantity", "1",
-				"-multi", "0", "-retry", "0", "-abandon", "0", "-cancel", "0", "-summary-json", summary, "-quiet")
+				"-multi", "0", "-retry", "0", "-abandon", "0", "-cancel", "0", "-summary-export", summary, "-quiet")
 		},
-		parse: parseLoadtestSummary}
+		parse: parseK6Summary} // loadtest's -summary-export is k6's shape: one reader for both
 	k6g := generator{name: "k6",
 		cmd: func(ctx context.Context, baseURL, summary string) *exec.Cmd {
 			return exec.CommandContext(ctx, k6, "run", "--quiet", "--no-usage-report", "--summary-export", summary,
@@ -188,26 +188,8 @@ func runGenerator(ctx context.Context, b *testing.B, stockguard, dbURL, redisURL
 		cpuPerReqUs: float64(cpu.Microseconds()) / float64(reqs)}, nil
 }
 
-func parseLoadtestSummary(path string) (accepted, reqs int64, p99 float64, err error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	var s struct {
-		Reqs     int64 `json:"http_reqs"`
-		Accepted int64 `json:"orders_accepted"`
-		Latency  struct {
-			P99 float64 `json:"p(99)"`
-		} `json:"http_req_duration_ms"`
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return 0, 0, 0, fmt.Errorf("loadtest summary: %w", err)
-	}
-	return s.Accepted, s.Reqs, s.Latency.P99, nil
-}
-
-// parseK6Summary reads k6's --summary-export file: counters have a count,
-// trends the stats the script lists in summaryTrendStats.
+// parseK6Summary reads a --summary-export file, k6's or loadtest's: counters
+// have a count, trends the stats the script lists in summaryTrendStats.
 func parseK6Summary(path string) (accepted, reqs int64, p99 float64, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -316,7 +298,7 @@ func findK6() (path, why string) {
 // skipOrFail skips with why, or fails when real services and tools are
 // required (STOCKGUARD_TEST_REQUIRE_REAL=1); why is also printed, so that a
 // skipped comparison is seen in make's output.
-func skipOrFail(b *testing.B, why string) {
+func skipOrFail(b testing.TB, why string) {
 	b.Helper()
 	fmt.Println(why)
 	if os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1" {

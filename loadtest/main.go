@@ -18,7 +18,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,13 +79,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cancelShare := fs.Float64("cancel", 0.05, "share of placed orders cancelled")
 	var thresholds multiFlag
 	fs.Var(&thresholds, "threshold", `a threshold, "metric:expression", e.g. "http_req_duration:p(95)<200ms" (repeatable)`)
-	summaryPath := fs.String("summary-json", "", "write the summary as JSON to this file")
+	prefix := fs.String("prefix", getenv("LOADTEST_PREFIX"), "name the run's SKUs <prefix>-<n> (a scenario's own prefix wins; with several scenarios, <prefix>-<i>-<n>); default lt-<random> ($LOADTEST_PREFIX)")
+	summaryPath := fs.String("summary-json", "", "write stockguard's summary as JSON to this file (flat figures, the audit, the timeline)")
+	exportPath := fs.String("summary-export", "", "write the summary in k6's --summary-export shape to this file (stockguard's summary under \"stockguard\")")
+	version := fs.Bool("version", false, "print the version and exit")
 	chartPath := fs.String("chart", "", "write throughput and latency over time as a self-contained HTML chart to this file")
 	ceiling := fs.String("ceiling", "", "GET this path (e.g. /healthz) in every VU's loop instead of orders: no seeding, no orders, no audit; 2xx answers count as orders_accepted")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the generator to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *version {
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(bi))
+		return nil
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -126,19 +136,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *ceiling != "" {
 		cfg.Ceiling = *ceiling
 	}
+	runID := randomKey()[:8]
+	assignPrefixes(cfg.Scenarios, *prefix, runID)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
-	runID := randomKey()[:8]
-	i := 0
-	for name, s := range cfg.Scenarios {
-		if s.Workload.Prefix == "" {
-			s.Workload.Prefix = "lt-" + runID + "-" + strconv.Itoa(i) // scenario names may not fit a SKU
-			i++
-		}
-		cfg.Scenarios[name] = s
-	}
 
 	sum, err := Run(ctx, cfg, progressWriter(stderr, *quiet))
 	if err != nil {
@@ -147,6 +150,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	sum.WriteText(stdout)
 	if *summaryPath != "" {
 		if err := sum.WriteJSON(*summaryPath); err != nil {
+			return err
+		}
+	}
+	if *exportPath != "" {
+		if err := sum.WriteExport(*exportPath); err != nil {
 			return err
 		}
 	}
@@ -166,6 +174,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	return nil
+}
+
+// assignPrefixes names the SKUs of the scenarios without a prefix of their own:
+// prefix (lt-<runID> when empty), and <prefix>-<i> for each of several such
+// scenarios, in the order of their names, so that they do not share stock.
+func assignPrefixes(scenarios map[string]Scenario, prefix, runID string) {
+	var names []string
+	for name, s := range scenarios {
+		if s.Workload.Prefix == "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	if prefix == "" {
+		prefix = "lt-" + runID
+	}
+	for i, name := range names {
+		s := scenarios[name]
+		s.Workload.Prefix = prefix // scenario names may not fit a SKU
+		if len(names) > 1 {
+			s.Workload.Prefix += "-" + strconv.Itoa(i)
+		}
+		scenarios[name] = s
+	}
 }
 
 // rampTarget is what a ramp given by flags reaches: -rate for an arrival rate,
@@ -216,6 +248,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	start := time.Now()
 	rec.start = start
 	stop := showProgress(progress, lv, start, longest)
+	stopVUs := sampleVUs(lv)
 	var mu sync.Mutex
 	var all []*vuStats
 	var wg sync.WaitGroup
@@ -237,9 +270,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	wg.Wait()
 	elapsed := time.Since(start)
 	stop()
+	vus := stopVUs()
 	if ceiling {
 		sum := summarize(elapsed, all, lv, rec, nil)
-		sum.Started = start
+		sum.Started, sum.VUs = start, vus
 		sum.Ceiling = cfg.Ceiling
 		sum.judge(cfg)
 		return sum, nil
@@ -270,7 +304,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 			"oversold", audit.Oversold, "problems", len(audit.Holds.Problems), "mismatches", len(audit.Mismatches))
 	}
 	sum := summarize(elapsed, all, lv, rec, &audit)
-	sum.Started = start
+	sum.Started, sum.VUs = start, vus
 	sum.judge(cfg)
 	return sum, nil
 }

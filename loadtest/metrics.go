@@ -152,3 +152,42 @@ func (l *live) vuDelta(d int64) {
 		}
 	}
 }
+
+// vuGauge is the VUs running, sampled once a second as k6 samples its vus
+// metric: the last sample, the fewest and the most.
+type vuGauge struct {
+	Value, Min, Max int64
+	samples         int
+}
+
+// sampleVUs samples lv's VUs each second until stopped. A run shorter than a
+// second has no sample; its gauge is then the most VUs it had.
+func sampleVUs(lv *live) (stop func() vuGauge) {
+	done := make(chan struct{})
+	out := make(chan vuGauge, 1)
+	go func() {
+		var g vuGauge
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				if g.samples == 0 {
+					m := lv.maxVUs.Load()
+					g = vuGauge{Value: m, Min: m, Max: m}
+				}
+				out <- g
+				return
+			case <-tick.C:
+			}
+			v := lv.vus.Load()
+			if g.samples == 0 || v < g.Min {
+				g.Min = v
+			}
+			g.Max = max(g.Max, v)
+			g.Value = v
+			g.samples++
+		}
+	}()
+	return func() vuGauge { close(done); return <-out }
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type Summary struct {
 	BytesIn    int64
 	BytesOut   int64
 	MaxVUs     int64
+	VUs        vuGauge // sampled each second, for k6's vus gauge
 	Audit      Audit
 	// Ceiling is the path of a ceiling run (GETs, no orders, no audit); empty
 	// for orders.
@@ -50,6 +52,7 @@ type Verdict struct {
 	Expr   string  `json:"threshold"`
 	Actual float64 `json:"actual"`
 	Pass   bool    `json:"pass"`
+	agg    string  // the aggregation judged, for the value's unit
 }
 
 // Point is one second of the run.
@@ -91,13 +94,8 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 	if audit != nil {
 		s.Audit = *audit
 		// The audit's own checks: clients and service agree, and nothing is oversold.
-		s.Checks += 2
-		if len(audit.Mismatches) > 0 || !audit.ServerAudit {
-			s.ChecksFail++
-		}
-		if audit.Oversold > 0 || !audit.Consistent {
-			s.ChecksFail++
-		}
+		s.auditCheck(chkAuditAgree, len(audit.Mismatches) == 0 && audit.ServerAudit)
+		s.auditCheck(chkAuditOversold, audit.Oversold == 0 && audit.Consistent)
 		if h := audit.Holds; h != nil { // and every hold's units accounted for
 			s.auditCheck(chkAuditHolds, h.StillHeld == 0 && len(h.Problems) == 0)
 			s.auditCheck(chkAuditSoldTwice, h.UnitsSoldTwice == 0)
@@ -219,7 +217,7 @@ func (s *Summary) judge(cfg Config) bool {
 		for _, e := range cfg.Thresholds[m] {
 			t, _ := ParseThreshold(m, e) // validated before the run
 			ok, v := t.Evaluate(s)
-			s.Verdicts = append(s.Verdicts, Verdict{Metric: m, Expr: e, Actual: v, Pass: ok})
+			s.Verdicts = append(s.Verdicts, Verdict{Metric: m, Expr: e, Actual: v, Pass: ok, agg: t.Agg})
 			pass = pass && ok
 		}
 	}
@@ -238,6 +236,26 @@ func dur(msv float64) string {
 	}
 }
 
+// formatValue writes what a threshold judged with its unit: durations in ms or
+// s, rates of a rate metric in %, data in B, kB or MB, per second for a
+// counter's rate, and counts bare.
+func formatValue(metric, agg string, v float64) string {
+	data := metric == "data_sent" || metric == "data_received"
+	switch kind := metricKinds[metric]; {
+	case kind == trend:
+		return dur(v)
+	case kind == rate:
+		return fmt.Sprintf("%.2f%%", 100*v)
+	case data && agg == "rate":
+		return bytesHuman(int64(v)) + "/s"
+	case data:
+		return bytesHuman(int64(v))
+	case agg == "rate":
+		return fmt.Sprintf("%.2f/s", v)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
 func bytesHuman(n int64) string {
 	switch {
 	case n >= 1<<20:
@@ -246,6 +264,16 @@ func bytesHuman(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// checkNames is every check's name, sorted.
+func (s *Summary) checkNames() []string {
+	names := make([]string, 0, len(s.Named))
+	for name := range s.Named {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // WriteText prints the summary in k6's layout.
@@ -266,20 +294,15 @@ func (s *Summary) WriteText(w io.Writer) {
 		return float64(n) / secs
 	}
 	fmt.Fprintln(w)
-	names := make([]string, 0, len(s.Named))
-	for name := range s.Named {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names { // as k6 lists its checks, above the metrics
+	for _, name := range s.checkNames() { // as k6 lists its checks, above the metrics
 		c := s.Named[name]
-		if c.Fails == 0 {
-			fmt.Fprintf(w, "     ✓ %s\n", name)
-			continue
+		mark := "✓"
+		if c.Fails > 0 {
+			mark = "✗"
 		}
-		fmt.Fprintf(w, "     ✗ %s\n      ↳  %.0f%% — ✓ %d / ✗ %d\n", name, 100*ratio(c.Passes, c.Passes+c.Fails), c.Passes, c.Fails)
+		fmt.Fprintf(w, "     %s %s\n      ↳  %.0f%% — ✓ %d / ✗ %d\n", mark, name, 100*ratio(c.Passes, c.Passes+c.Fails), c.Passes, c.Fails)
 	}
-	if len(names) > 0 {
+	if len(s.Named) > 0 {
 		fmt.Fprintln(w)
 	}
 	line("checks", "%.2f%% ✓ %d ✗ %d", 100*ratio(s.Checks-s.ChecksFail, s.Checks), s.Checks-s.ChecksFail, s.ChecksFail)
@@ -296,6 +319,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	line("http_reqs", "%d %.1f/s", s.Reqs, perSec(s.Reqs))
 	trendLine("iteration_duration", s.iterDur)
 	line("iterations", "%d %.1f/s", s.Iterations, perSec(s.Iterations))
+	line("vus", "%d min=%d max=%d", s.VUs.Value, s.VUs.Min, s.VUs.Max)
 	line("vus_max", "%d", s.MaxVUs)
 	if s.Ceiling != "" {
 		line("ceiling", "GET %s: %d answered 2xx, %.1f/s (no orders, no audit)", s.Ceiling, s.Accepted, perSec(s.Accepted))
@@ -344,14 +368,28 @@ func (s *Summary) writeVerdicts(w io.Writer) {
 			if !v.Pass {
 				mark = "✗"
 			}
-			fmt.Fprintf(w, "     %s %s %s (actual %.4g)\n", mark, v.Metric, v.Expr, v.Actual)
+			fmt.Fprintf(w, "     %s %s %s (actual %s)\n", mark, v.Metric, v.Expr, formatValue(v.Metric, v.agg, v.Actual))
 		}
 	}
 	fmt.Fprintln(w)
 }
 
-// WriteJSON writes the summary to path.
+// WriteJSON writes stockguard's own summary to path.
 func (s *Summary) WriteJSON(path string) error {
+	return writeJSON(path, s.ownJSON())
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// ownJSON is stockguard's summary: flat figures, the audit, the thresholds'
+// verdicts and the timeline, as its tools read them.
+func (s *Summary) ownJSON() map[string]any {
 	q := func(h *hdrhistogram.Histogram) map[string]float64 {
 		return map[string]float64{"avg": h.Mean() / 1000, "min": ms(h.Min()), "med": ms(h.ValueAtQuantile(50)),
 			"max": ms(h.Max()), "p(90)": ms(h.ValueAtQuantile(90)), "p(95)": ms(h.ValueAtQuantile(95)), "p(99)": ms(h.ValueAtQuantile(99))}
@@ -385,9 +423,11 @@ func (s *Summary) WriteJSON(path string) error {
 		delete(out, "audit")
 		delete(out, "oversold")
 	}
-	if len(s.Named) > 0 {
-		out["checks_by_name"] = s.Named
+	named := s.Named
+	if named == nil {
+		named = map[string]checkCount{}
 	}
+	out["checks_by_name"] = named
 	for k, h := range s.byKind {
 		if h != nil && h.TotalCount() > 0 {
 			out[kindMetric[k]+"_ms"] = q(h)
@@ -398,9 +438,5 @@ func (s *Summary) WriteJSON(path string) error {
 		out["units_sold_twice"] = h.UnitsSoldTwice
 		out["audit_failed"] = s.Audit.failed()
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
+	return out
 }

@@ -137,16 +137,13 @@ func (c *client) doAs(ctx context.Context, vu *vuStats, kind reqKind, method, pa
 	return a
 }
 
-func check(vu *vuStats, pass bool) {
+// checkAs is one check: every check has a name, as in k6, and is listed in the
+// summaries with its own passes and fails.
+func checkAs(vu *vuStats, name string, pass bool) {
 	vu.checks++
 	if !pass {
 		vu.checksFail++
 	}
-}
-
-// checkAs is a check with a name, listed in the summary with its own counts.
-func checkAs(vu *vuStats, name string, pass bool) {
-	check(vu, pass)
 	if vu.named == nil {
 		vu.named = map[string]*checkCount{}
 	}
@@ -232,6 +229,13 @@ type order struct {
 	ReservationID string `json:"reservation_id,omitempty"`
 }
 
+// Named checks of the order workload.
+const (
+	chkOrder       = "order: 201 or 409"
+	chkOrderReplay = "order: a retry replays the first answer"
+	chkCancel      = "cancel: 200, cancelled"
+)
+
 func orderOK(s int) bool  { return s == http.StatusCreated || s == http.StatusConflict }
 func cancelOK(s int) bool { return s == http.StatusOK || s == http.StatusConflict }
 
@@ -261,16 +265,14 @@ func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time)
 	}
 	a := wk.place(ctx, vu, body, hdr, since)
 	if a.err == nil {
-		check(vu, orderOK(a.status))
-		if a.status >= 400 {
-			check(vu, strings.HasPrefix(a.contentType, "application/problem+json"))
-		}
+		checkAs(vu, chkOrder, orderOK(a.status))
+		problemCheck(vu, a)
 	}
 	final := a
 	if retry {
 		b := wk.place(ctx, vu, body, hdr, time.Now())
 		if definite(a) && definite(b) {
-			check(vu, a.status == b.status && orderID(a.body) == orderID(b.body)) // the retry replays the first answer
+			checkAs(vu, chkOrderReplay, a.status == b.status && orderID(a.body) == orderID(b.body))
 		}
 		if !definite(a) {
 			final = b
@@ -291,6 +293,7 @@ func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time)
 			c := wk.c.do(ctx, vu, http.MethodPost, "/v1/orders/"+o.ID+"/cancel", nil, nil, time.Now(), cancelOK)
 			switch {
 			case c.status == http.StatusOK:
+				checkAs(vu, chkCancel, true)
 				vu.cancelled++
 				for _, it := range o.Items {
 					vu.soldUnits[it.SKU] -= int64(it.Quantity)
@@ -298,7 +301,7 @@ func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time)
 			case c.err != nil || c.status >= 500: // it may have been cancelled: ask at teardown
 				vu.cancelsUnknown = append(vu.cancelsUnknown, o)
 			default:
-				check(vu, false)
+				checkAs(vu, chkCancel, false)
 			}
 		}
 	case final.status == http.StatusConflict && !stillRunning(final):
