@@ -246,7 +246,10 @@ func TestNginxProblemRateLimited(t *testing.T) {
 
 	h.release() // the first request ends (nginx answers it 502)
 	select {
-	case <-first:
+	case err := <-first:
+		if err != nil {
+			t.Errorf("the held request: %v; want nginx's answer once its upstream closed", err)
+		}
 	case <-ctx.Done():
 		t.Fatal("the held request did not end once its upstream connection closed")
 	}
