@@ -37,8 +37,9 @@ func TestComposeTopologyThroughNginx(t *testing.T) {
 }
 
 // startNginx runs nginx with deploy/nginx.conf, its upstreams and port rewritten
-// to local ones, and returns its URL once it answers.
-func startNginx(t *testing.T, nginx string, replicas []string) string {
+// to local ones, and returns its URL once it answers. edits, in order, change the
+// rewritten text before nginx reads it.
+func startNginx(t *testing.T, nginx string, replicas []string, edits ...func(string) string) string {
 	t.Helper()
 	conf, err := os.ReadFile("../../deploy/nginx.conf")
 	if err != nil {
@@ -68,6 +69,9 @@ func startNginx(t *testing.T, nginx string, replicas []string) string {
 		temp += fmt.Sprintf("    %s_temp_path %s/%s;\n", k, dir, k)
 	}
 	text = head + strings.Replace(text, "http {\n", "http {\n"+temp, 1)
+	for _, edit := range edits {
+		text = edit(text)
+	}
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
