@@ -79,8 +79,8 @@ func New(cfg Config, svc Orders, ready func(ctx context.Context) error, metrics 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.ContextWithFallback = true            // c.Request.Context() is what handlers pass on
-	r.Use(s.observe, s.recover, s.deadline) // observe outermost: it sees the 500 of a panic
+	r.ContextWithFallback = true                          // c.Request.Context() is what handlers pass on
+	r.Use(s.tagRequest, s.observe, s.recover, s.deadline) // observe outside recover: it sees the 500 of a panic
 	s.routes(r)
 	return r
 }
