@@ -44,7 +44,7 @@ func (c *client) adminCall(ctx context.Context, method, path, body string, into 
 	if a.err != nil {
 		return a.err
 	}
-	if a.status != http.StatusOK {
+	if a.status != http.StatusOK && a.status != http.StatusCreated { // 201: a restock that created its SKU
 		return fmt.Errorf("%s %s: status %d", method, path, a.status)
 	}
 	if into == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,13 +26,17 @@ const token = "s3cret"
 func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	return httpapi.New(httpapi.Config{AdminToken: token}, m, nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Every request and answer is checked against api/openapi.yaml.
+	return httpapi.Validated(t, httpapi.New(httpapi.Config{AdminToken: token}, m, nil,
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
 type call struct {
 	method, path, body, contentType string
 	header                          map[string]string
+	// offContract: the request breaks api/openapi.yaml on purpose, and only its
+	// answer is checked against it.
+	offContract bool
 }
 
 func do(h http.Handler, c call) *httptest.ResponseRecorder {
@@ -44,6 +49,9 @@ func do(h http.Handler, c call) *httptest.ResponseRecorder {
 	}
 	for k, v := range c.header {
 		req.Header.Set(k, v)
+	}
+	if c.offContract {
+		req = httpapi.OffContract(req)
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
@@ -61,6 +69,7 @@ func TestPlaceOrderAnswers(t *testing.T) {
 		wantStatus int
 		wantType   string
 		check      func(t *testing.T, w *httptest.ResponseRecorder)
+		off        bool // the request breaks the contract on purpose
 	}{
 		{name: "created", body: `{"items":[{"sku":"A-1","quantity":2}]}`, result: orders.Placed{Order: order},
 			wantStatus: 201, check: func(t *testing.T, w *httptest.ResponseRecorder) {
@@ -83,7 +92,7 @@ func TestPlaceOrderAnswers(t *testing.T) {
 					t.Errorf("body does not name the SKU: %s", w.Body)
 				}
 			}},
-		{name: "invalid values", body: `{"items":[{"sku":"A 1","quantity":0}]}`,
+		{name: "invalid values", off: true, body: `{"items":[{"sku":"A 1","quantity":0}]}`,
 			err:        &orders.ValidationError{Fields: []orders.FieldError{{Field: "items[0].sku", Message: "bad"}}},
 			wantStatus: 422, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#invalid", check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if !strings.Contains(w.Body.String(), `"field":"items[0].sku"`) {
@@ -99,7 +108,7 @@ func TestPlaceOrderAnswers(t *testing.T) {
 		{name: "idempotency key reused", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyMismatch, wantStatus: 422},
 		{name: "idempotency key conflict", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrIdempotencyConflict, wantStatus: 409},
 		{name: "overloaded", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: orders.ErrOverloaded, wantStatus: 503},
-		{name: "backend down", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: errors.Join(orders.ErrUnavailable, errors.New("dial tcp 10.0.0.1:5432")),
+		{name: "backend down", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: fmt.Errorf("place: %w", orders.Unavailable(orders.DependencyDatabase, errors.New("dial tcp 10.0.0.1:5432"))),
 			wantStatus: 503, check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if strings.Contains(w.Body.String(), "10.0.0.1") {
 					t.Errorf("backend address leaked: %s", w.Body)
@@ -107,19 +116,19 @@ func TestPlaceOrderAnswers(t *testing.T) {
 			}},
 		{name: "unexpected error", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: errors.New("boom"), wantStatus: 500},
 		// Refused before the use case is called:
-		{name: "malformed", body: `{"items":[`, wantStatus: 400, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#malformed-body"},
-		{name: "trailing data", body: `{"items":[]} {}`, wantStatus: 400},
-		{name: "unknown field", body: `{"items":[],"coupon":"x"}`, wantStatus: 400},
-		{name: "quantity as a string", body: `{"items":[{"sku":"A-1","quantity":"2"}]}`, wantStatus: 400},
-		{name: "duplicate top-level key", body: `{"items":[{"sku":"A-1","quantity":1}],"items":[{"sku":"A-1","quantity":1000}]}`,
+		{name: "malformed", off: true, body: `{"items":[`, wantStatus: 400, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#malformed-body"},
+		{name: "trailing data", off: true, body: `{"items":[]} {}`, wantStatus: 400},
+		{name: "unknown field", off: true, body: `{"items":[],"coupon":"x"}`, wantStatus: 400},
+		{name: "quantity as a string", off: true, body: `{"items":[{"sku":"A-1","quantity":"2"}]}`, wantStatus: 400},
+		{name: "duplicate top-level key", off: true, body: `{"items":[{"sku":"A-1","quantity":1}],"items":[{"sku":"A-1","quantity":1000}]}`,
 			wantStatus: 400, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#malformed-body"},
-		{name: "duplicate key in a line", body: `{"items":[{"sku":"A-1","quantity":1,"quantity":1000}]}`, wantStatus: 400},
-		{name: "duplicate key in another case", body: `{"items":[{"sku":"A-1","SKU":"B-2","quantity":1}]}`, wantStatus: 400},
-		{name: "missing content type", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Content-Type": ""},
+		{name: "duplicate key in a line", off: true, body: `{"items":[{"sku":"A-1","quantity":1,"quantity":1000}]}`, wantStatus: 400},
+		{name: "duplicate key in another case", off: true, body: `{"items":[{"sku":"A-1","SKU":"B-2","quantity":1}]}`, wantStatus: 400},
+		{name: "missing content type", off: true, body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Content-Type": ""},
 			wantStatus: 415, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#unsupported-media-type"},
-		{name: "too large", body: `{"items":[` + strings.Repeat(`{"sku":"A-1","quantity":1},`, 1000) + `]}`, wantStatus: 413},
-		{name: "not json", body: `items=1`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, wantStatus: 415},
-		{name: "bad idempotency key", body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "a b"}, wantStatus: 422},
+		{name: "too large", off: true, body: `{"items":[` + strings.Repeat(`{"sku":"A-1","quantity":1},`, 1000) + `]}`, wantStatus: 413},
+		{name: "not json", off: true, body: `items=1`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, wantStatus: 415},
+		{name: "bad idempotency key", off: true, body: `{"items":[{"sku":"A-1","quantity":2}]}`, header: map[string]string{"Idempotency-Key": "a b"}, wantStatus: 422},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +136,7 @@ func TestPlaceOrderAnswers(t *testing.T) {
 			if tc.result.Order.ID != "" || tc.err != nil {
 				m.EXPECT().Place(mock.Anything, mock.Anything).Return(tc.result, tc.err).Once()
 			}
-			w := do(newHandler(t, m), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header})
+			w := do(newHandler(t, m), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header, offContract: tc.off})
 			if w.Code != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.wantStatus, w.Body)
 			}
@@ -148,7 +157,7 @@ func TestPlaceOrderPassesItemsAndKey(t *testing.T) {
 		IdempotencyKey: "key-1",
 	}).Return(orders.Placed{}, &orders.ValidationError{}).Once()
 	// 1.5 and 1e9 are numbers, but not quantities: they reach validation as 0.
-	do(newHandler(t, m), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"},
+	do(newHandler(t, m), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"}, offContract: true,
 		body: `{"items":[{"sku":"B","quantity":1},{"sku":"A","quantity":1.5},{"sku":"C","quantity":1000000000}]}`})
 }
 
@@ -166,7 +175,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 			m := mocks.NewOrders(t)
 			if tc.want == 200 {
 				m.EXPECT().Restock(mock.Anything, "A-1", int64(5)).Return(orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}, false, nil).Once()
-				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{Consistent: true}, nil).Once()
+				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 			}
 			h := newHandler(t, m)
 			hdr := map[string]string{}
@@ -174,8 +183,9 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 				hdr["Authorization"] = tc.auth
 			}
 			for _, c := range []call{
-				{method: "POST", path: "/v1/skus/A-1/restock", body: `{"quantity":5}`, header: hdr},
-				{method: "GET", path: "/v1/audit", header: hdr},
+				// Without a bearer token the request is off the contract.
+				{method: "POST", path: "/v1/skus/A-1/restock", body: `{"quantity":5}`, header: hdr, offContract: tc.want == 401},
+				{method: "GET", path: "/v1/audit", header: hdr, offContract: tc.want == 401},
 			} {
 				w := do(h, c)
 				if w.Code != tc.want {
@@ -203,8 +213,8 @@ func TestReadRoutesAndFallbacks(t *testing.T) {
 		{call{method: "GET", path: "/v1/orders/nope"}, 404},
 		{call{method: "POST", path: "/v1/orders/o1/cancel"}, 409},
 		{call{method: "GET", path: "/v1/skus/A-1"}, 200},
-		{call{method: "GET", path: "/v1/nothing"}, 404},
-		{call{method: "DELETE", path: "/v1/orders"}, 405},
+		{call{method: "GET", path: "/v1/nothing", offContract: true}, 404},
+		{call{method: "DELETE", path: "/v1/orders", offContract: true}, 405},
 		{call{method: "GET", path: "/healthz"}, 200},
 		{call{method: "GET", path: "/readyz"}, 200},
 		{call{method: "GET", path: "/metrics"}, 200},

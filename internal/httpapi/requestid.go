@@ -21,12 +21,18 @@ type requestIDKey struct{}
 // every problem body.
 func (s *server) requestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
-	if id == "" || len(id) > maxRequestID || strings.IndexFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+	if !validRequestID(id) {
 		id = newRequestID()
 	}
 	c.Header("X-Request-Id", id)
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
 	c.Next()
+}
+
+// validRequestID: 1 to 128 visible ASCII characters, so that logs and answers
+// never carry an unbounded value a client chose.
+func validRequestID(id string) bool {
+	return id != "" && len(id) <= maxRequestID && strings.IndexFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) < 0
 }
 
 func newRequestID() string {

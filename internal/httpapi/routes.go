@@ -22,6 +22,7 @@ func (s *server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", gin.WrapH(s.metrics))
+	r.GET("/openapi.yaml", s.openapi)
 
 	r.NoRoute(func(c *gin.Context) { s.problem(c, errNoRoute) })
 	r.NoMethod(func(c *gin.Context) { s.problem(c, errNoMethod) })

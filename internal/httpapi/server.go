@@ -93,7 +93,7 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.ContextWithFallback = true            // c.Request.Context() is what handlers pass on
+	r.ContextWithFallback = true // c.Request.Context() is what handlers pass on
 	// The request id first, so that every line and answer carries it; observe
 	// next, outside recover: it sees the 500 of a panic.
 	r.Use(s.requestID, s.observe, s.recover, s.deadline)
