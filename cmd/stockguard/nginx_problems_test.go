@@ -153,7 +153,7 @@ func TestNginxProblemsInFrontOfReplicas(t *testing.T) {
 	})
 
 	invalid := `{"items":[{"sku":"A","quantity":0}]}`
-	direct := sendThrough(ctx, t, "POST", c.urls[0]+"/v1/orders", invalid, nil)
+	direct := sendThrough(ctx, t, "POST", c.urls[0]+"/v1/orders", invalid, map[string]string{"X-Request-Id": "test-422"})
 	if direct.status != http.StatusUnprocessableEntity {
 		t.Fatalf("the replica answered %d to an invalid order: %s", direct.status, direct.body)
 	}
