@@ -141,7 +141,9 @@ func TestStalledRedisIsUnavailableNotBusy(t *testing.T) {
 	defer srv.Resume()
 	errs := make(chan error, 3)
 	for range 3 {
-		go func() { errs <- c.Do(context.Background(), []string{"s"}, func(context.Context, *lock.Grant) error { return nil }) }()
+		go func() {
+			errs <- c.Do(context.Background(), []string{"s"}, func(context.Context, *lock.Grant) error { return nil })
+		}()
 	}
 	for range 3 {
 		select {
