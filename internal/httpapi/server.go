@@ -141,6 +141,9 @@ func (s *server) observe(c *gin.Context) {
 	case !s.cfg.AccessLog:
 		return
 	}
+	if !s.log.Enabled(c.Request.Context(), level) {
+		return // no line: no attributes built either
+	}
 	attrs := []slog.Attr{slog.String("method", c.Request.Method), slog.String("route", route),
 		slog.Int("status", status), slog.Duration("latency", took)}
 	if key := c.GetHeader("Idempotency-Key"); key != "" {
