@@ -70,7 +70,8 @@ func TestBenchToolsSaysWhatIsSkipped(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "PATH="+bin, "GO="+goBin, "GOBIN="+t.TempDir()) // no k6 in an empty GOBIN
+	env = append(env, "PATH="+bin, "GO="+goBin, "GOBIN="+t.TempDir()) // no k6 in an empty GOBIN
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
