@@ -7,6 +7,8 @@ TEST_FLAGS    ?= -race -count=1 -timeout 15m
 BENCH         ?= .
 BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 PROFILE       ?= quick
+DEMO_HTML     ?= $(CURDIR)/bin/demo.html
+K6_VERSION    ?= v1.8.1
 FAULTS_FLAGS  ?= -race -count=1 -timeout 20m -v
 FAULTS_OUT    ?= $(CURDIR)/faults.out
 # make test-faults uses this PostgreSQL when STOCKGUARD_TEST_DATABASE_URL is not set and
@@ -16,12 +18,13 @@ FAULTS_DEFAULT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=d
 .DEFAULT_GOAL := help
 
 .PHONY: help
-help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+help: ## List the targets (in colour on a terminal only, and not with NO_COLOR set).
+	@if [ -t 1 ] && [ -z "$${NO_COLOR:-}" ] && [ "$${TERM:-dumb}" != dumb ]; then on='\033[36m'; off='\033[0m'; else on=; off=; fi; \
+	awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %s%-12s%s %s\n", on, $$1, off, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: ## Run the demo on embedded defaults: oversell shown, then prevented; then a flash sale with carts that expire.
-	$(GO) run ./cmd/demo
+demo: ## Run the demo on embedded defaults: oversell shown, then prevented; then a flash sale with carts that expire. The page of both rounds: DEMO_HTML (bin/demo.html).
+	$(GO) run ./cmd/demo -html '$(DEMO_HTML)'
 
 .PHONY: test
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set).
@@ -37,7 +40,8 @@ bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then h
 	$(GO) run ./cmd/bench -profile $(PROFILE)
 
 .PHONY: bench-micro
-bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL, etcd, ZooKeeper, Azure blob lease) side by side and against redislock; the load generator against wrk (trivial handler) and k6 (fresh database and replica per run, interleaved).
+bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL, etcd, ZooKeeper, Azure blob lease) side by side and against redislock; the load generator against wrk (trivial handler) and k6 (fresh database and replica per run, interleaved). A missing wrk or k6 is installed in CI, else named with what is skipped.
+	@GO='$(GO)' K6_VERSION='$(K6_VERSION)' bash scripts/bench-tools.sh
 	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 30m ./loadtest # wrk on a trivial handler; k6 on real replicas (STOCKGUARD_TEST_DATABASE_URL, STOCKGUARD_TEST_REDIS_URL)
 

@@ -277,22 +277,29 @@ func cleanEnv() []string {
 	return env
 }
 
-// findK6 is the k6 binary on the PATH, or where go install puts it; empty, and
-// why, when there is none.
+// findK6 is the k6 binary on the PATH, or where go install puts it ($GOBIN,
+// else $GOPATH/bin, as make bench-micro's scripts/bench-tools.sh looks); empty,
+// and why, when there is none.
 func findK6() (path, why string) {
 	if p, err := exec.LookPath("k6"); err == nil {
 		return p, ""
 	}
-	out, err := exec.CommandContext(context.Background(), "go", "env", "GOPATH").Output()
-	if err == nil {
+	var dirs []string
+	if out, err := exec.CommandContext(context.Background(), "go", "env", "GOBIN").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		dirs = append(dirs, strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.CommandContext(context.Background(), "go", "env", "GOPATH").Output(); err == nil {
 		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "k6")
-			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-				return p, ""
-			}
+			dirs = append(dirs, filepath.Join(dir, "bin"))
 		}
 	}
-	return "", "k6 is neither on the PATH nor in $(go env GOPATH)/bin; install it with `go install go.k6.io/k6@v1.8.1`"
+	for _, dir := range dirs {
+		p := filepath.Join(dir, "k6")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, ""
+		}
+	}
+	return "", "k6 is neither on the PATH nor in $(go env GOBIN) or $(go env GOPATH)/bin; install it with `go install go.k6.io/k6@v1.8.1`"
 }
 
 // skipOrFail skips with why, or fails when real services and tools are

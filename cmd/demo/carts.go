@@ -87,7 +87,7 @@ type cartRound struct {
 // SKU to o.shoppers shoppers with carts, and audits.
 func runCarts(ctx context.Context, bins topology.Binaries, dir string, svc services, replicas int, o cartOptions,
 	log *slog.Logger) (cartResult, error) {
-	lbURL, stop, err := startCluster(ctx, bins, dir, svc, "carts", replicas, log,
+	lbURL, _, stop, err := startCluster(ctx, bins, dir, svc, "carts", replicas, log,
 		"STOCKGUARD_SWEEP_INTERVAL="+o.sweep.String()) // --sweep-interval: expired carts come back within it
 	if err != nil {
 		return cartResult{}, err

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -47,6 +48,7 @@ func main() {
 
 type options struct {
 	lock     string
+	html     string // the page of the first two rounds
 	replicas int
 	stock    int
 	vus      int
@@ -58,6 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.lock, "lock", "redis", "lock service of the replicas: redis (the cache's Redis), redlock (three private redis-servers, from the PATH), postgres (the PostgreSQL of DATABASE_URL, which must be one), etcd (a private etcd, from the PATH), zk (a private ZooKeeper, from the java and ZooKeeper installed) or azblob (a private Azurite: see the README)")
+	fs.StringVar(&o.html, "html", filepath.Join(os.TempDir(), "stockguard-demo.html"), "write the page of the unsafe and the default rounds side by side (self-contained HTML) here")
 	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
 	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")
 	fs.IntVar(&o.vus, "vus", 64, "load generator VUs")
@@ -99,6 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	svc.lockURL = lockURL
 
 	var rows []roundResult
+	var drawn []roundSeries
 	for _, strategy := range []string{"unsafe", string(orders.DefaultStrategy)} {
 		r, err := runRound(ctx, bins, dir, svc, strategy, o, log)
 		if ctx.Err() != nil {
@@ -107,9 +111,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return fmt.Errorf("%s round: %w", strategy, err)
 		}
-		rows = append(rows, r)
+		rows, drawn = append(rows, r.Result), append(drawn, r)
 	}
 	printTable(stdout, rows, o)
+	if err := writePage(o.html, drawn, o); err != nil {
+		return fmt.Errorf("the page: %w", err)
+	}
+	log.Info("wrote the page of both rounds", "path", o.html)
 	if rows[1].Oversold != 0 {
 		return fmt.Errorf("the %s round oversold %.0f units", rows[1].Strategy, rows[1].Oversold)
 	}
@@ -128,6 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stdout, "\nthe carts round oversold nothing: %d units came back from abandoned carts, %d were sold again; the audit agrees with the shoppers\n",
 		carts.Expired, carts.Resold)
+	fmt.Fprintf(stdout, "\nthe unsafe and the %s rounds side by side: %s\n", rows[1].Strategy, pageLink(o.html))
 	return nil
 }
 
@@ -150,42 +159,55 @@ type roundResult struct {
 
 const adminToken = "demo-admin-token"
 
-// runRound starts the replicas and the balancer, drives them, and stops them.
-func runRound(ctx context.Context, bins topology.Binaries, dir string, svc services, strategy string, o options, log *slog.Logger) (roundResult, error) {
-	lbURL, stop, err := startCluster(ctx, bins, dir, svc, strategy, o.replicas, log,
+// runRound starts the replicas and the balancer, drives them while sampling
+// them for the page, and stops them.
+func runRound(ctx context.Context, bins topology.Binaries, dir string, svc services, strategy string, o options, log *slog.Logger) (roundSeries, error) {
+	lbURL, backends, stop, err := startCluster(ctx, bins, dir, svc, strategy, o.replicas, log,
 		"STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true")
 	if err != nil {
-		return roundResult{}, err
+		return roundSeries{}, err
 	}
 	defer stop()
 	log.Info("round starts", "strategy", strategy, "replicas", o.replicas, "balancer", lbURL)
 
+	prefix := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) // its SKU: <prefix>-0
+	transport := &http.Transport{}                                                    // no proxy: the replicas are on loopback
+	defer transport.CloseIdleConnections()
+	smp := &sampler{client: &http.Client{Transport: transport, Timeout: 5 * time.Second}, replicas: backends,
+		sku: prefix + "-0", start: time.Now()}
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); smp.run(sctx) }()
+	defer func() { stopSampling(); <-sampled }()
+
 	summary := filepath.Join(dir, strategy+"-summary.json")
 	load := exec.CommandContext(ctx, bins.Loadtest, "-url", lbURL, "-admin-token", adminToken,
 		"-vus", strconv.Itoa(o.vus), "-duration", o.duration.String(), "-skus", "1", "-stock", strconv.Itoa(o.stock),
-		"-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
+		"-prefix", prefix, "-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
 		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
 	load.Stderr = os.Stderr
 	err = load.Run()
 	var exit *exec.ExitError
 	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 99) { // 99: thresholds failed, expected of unsafe
-		return roundResult{}, fmt.Errorf("load generator: %w", err)
+		return roundSeries{}, fmt.Errorf("load generator: %w", err)
 	}
+	stopSampling()
+	<-sampled
 	b, err := os.ReadFile(summary)
 	if err != nil {
-		return roundResult{}, err
+		return roundSeries{}, err
 	}
 	r := roundResult{Strategy: strategy}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return roundResult{}, err
+		return roundSeries{}, err
 	}
-	return r, nil
+	return smp.series(strategy, r), nil
 }
 
 // startCluster migrates a round's database (its own SQLite file unless
 // DATABASE_URL is set), starts the replicas with the round's settings (env, on
-// top of the demo's) behind the balancer, and returns the balancer's URL and a
-// stop that ends them and removes the round's Redis keys.
+// top of the demo's) behind the balancer, and returns the balancer's URL, the
+// replicas' URLs and a stop that ends them and removes the round's Redis keys.
 // services are the servers every round's replicas share.
 type services struct {
 	redisURL    string
@@ -194,7 +216,7 @@ type services struct {
 }
 
 func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc services, name string, replicas int,
-	log *slog.Logger, env ...string) (string, func(), error) {
+	log *slog.Logger, env ...string) (string, []string, func(), error) {
 	redisURL, databaseURL := svc.redisURL, svc.databaseURL
 	if databaseURL == "" {
 		databaseURL = "sqlite:" + filepath.Join(dir, name+".db")
@@ -217,14 +239,14 @@ func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc s
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {
 		stop()
-		return "", nil, fmt.Errorf("migrate: %w\n%s", err, out)
+		return "", nil, nil, fmt.Errorf("migrate: %w\n%s", err, out)
 	}
 	var backends []string
 	for i := range replicas {
 		cmd, url, err := topology.StartReplica(ctx, bins.Stockguard, env)
 		if err != nil {
 			stop()
-			return "", nil, fmt.Errorf("replica %d: %w", i, err)
+			return "", nil, nil, fmt.Errorf("replica %d: %w", i, err)
 		}
 		procs = append(procs, cmd)
 		backends = append(backends, url)
@@ -232,9 +254,9 @@ func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc s
 	var err error
 	if lb, err = topology.StartBalancer(ctx, backends, log); err != nil {
 		stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return lb.URL, stop, nil
+	return lb.URL, backends, stop, nil
 }
 
 func printTable(w io.Writer, rows []roundResult, o options) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,9 +28,10 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out, errs bytes.Buffer
+	page := filepath.Join(t.TempDir(), "page", "demo.html")
 	// Enough buyers for the stock that the unsafe round's races show even on a
 	// busy machine.
-	err := run(ctx, []string{"-replicas", "3", "-stock", "100", "-vus", "64", "-duration", "3s",
+	err := run(ctx, []string{"-html", page, "-replicas", "3", "-stock", "100", "-vus", "64", "-duration", "3s",
 		"-cart-stock", "20", "-shoppers", "300", "-hold-ttl", "3s", "-sweep-interval", "200ms"}, getenv, &out, &errs)
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
@@ -55,6 +57,22 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 		t.Fatalf("the unsafe round oversold nothing: the demo shows nothing\n%s", out.String())
 	}
 	checkCarts(t, carts, 20, out.String())
+
+	// The page of the first two rounds, from what the demo sampled: written where
+	// -html says, named at the end, and drawn.
+	if !strings.Contains(out.String(), "side by side: "+pageLink(page)) {
+		t.Errorf("the demo does not say where its page is:\n%s", out.String())
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatalf("the demo wrote no page: %v", err)
+	}
+	checkPageData(t, b, 3)
+	shot := screenshot(t, page)
+	checkScreenshot(t, shot)
+	if dst := os.Getenv("STOCKGUARD_DEMO_SCREENSHOT"); dst != "" { // next to the fixture's
+		keepScreenshot(t, shot, strings.TrimSuffix(dst, filepath.Ext(dst))+"-run.png")
+	}
 }
 
 // checkCarts checks the carts round's row: round stocked holds held sold
