@@ -138,7 +138,7 @@ func checkExportedFromStart(t *testing.T, fams families) {
 	if labels["version"] == "" || labels["revision"] == "" || !strings.HasPrefix(labels["go_version"], "go") {
 		t.Errorf("stockguard_build_info labels %v: want version, revision (or unknown) and go_version", labels)
 	}
-	t.Logf("stockguard_build_info%v", labels)
+	t.Logf("stockguard_build_info %v", labels)
 }
 
 // The observer's counters have no SKU label: a rejection on a new SKU adds to

@@ -70,8 +70,12 @@ func TestPrometheusScrapesReplicasAndAlerts(t *testing.T) {
 				r := i % len(replicas)
 				body := fmt.Sprintf(`{"items":[{"sku":%q,"quantity":1}]}`, skus[i%len(skus)])
 				status, b, err := call(ctx, "POST", replicas[r].url+"/v1/orders", body, nil)
-				if err != nil || status != http.StatusCreated {
-					errs <- fmt.Errorf("order %d: %d %v %s", i, status, err, b)
+				if err != nil {
+					errs <- fmt.Errorf("order %d: %w", i, err)
+					return
+				}
+				if status != http.StatusCreated {
+					errs <- fmt.Errorf("order %d: %d %s", i, status, b)
 					return
 				}
 				mu.Lock()
@@ -236,7 +240,7 @@ func startPrometheus(t *testing.T, bin string, targets []string) *promServer {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	cmd := exec.CommandContext(context.WithoutCancel(t.Context()), bin, //nolint:gosec // the test's own binary and arguments
+	cmd := exec.CommandContext(context.WithoutCancel(t.Context()), bin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	logPath := filepath.Join(dir, "prometheus.log")
@@ -324,8 +328,11 @@ func (p *promServer) scalar(ctx context.Context, query string) (float64, error) 
 			} `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(b, &resp); err != nil || status != http.StatusOK || resp.Status != "success" {
-		return 0, fmt.Errorf("query %s: %d %v %s", query, status, err, b)
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return 0, fmt.Errorf("query %s: %d %w", query, status, err)
+	}
+	if status != http.StatusOK || resp.Status != "success" {
+		return 0, fmt.Errorf("query %s: %d %s", query, status, b)
 	}
 	if len(resp.Data.Result) != 1 {
 		return 0, fmt.Errorf("query %s: %d samples, want 1", query, len(resp.Data.Result))
