@@ -1,17 +1,31 @@
 package main
 
 import (
+	"log/slog"
+	"runtime/debug"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// observer counts the use case's events as Prometheus metrics.
+// refusalReasons are the values of orders_refused_total's reason label: those
+// internal/service's reason() gives. They are exported at 0 from the start.
+var refusalReasons = []string{"insufficient_stock", "busy", "overloaded", "stale_fence", "lease_lost", "error"}
+
+// holdEvents are the values of holds_total's event label.
+var holdEvents = []string{"placed", "confirmed", "released", "expired"}
+
+// observer counts the use case's events as Prometheus metrics. No label takes a
+// value from a request: a SKU goes to the log, never into a label, so that the
+// number of series stays bounded whatever the catalogue. Every series is
+// exported from the start, so that an alert can tell "none yet" from "absent".
 type observer struct {
+	log           *slog.Logger
 	placed        prometheus.Counter
 	refused       *prometheus.CounterVec
-	fenceRejected *prometheus.CounterVec
-	cacheRepaired *prometheus.CounterVec
+	fenceRejected prometheus.Counter
+	cacheRepaired prometheus.Counter
 	holds         *prometheus.CounterVec
 	leading       prometheus.Gauge
 	sweepRefused  prometheus.Counter
@@ -19,39 +33,84 @@ type observer struct {
 
 var _ orders.Observer = (*observer)(nil)
 
-func newObserver(reg prometheus.Registerer) *observer {
+func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "stockguard", Name: name, Help: help})
+	}
 	o := &observer{
-		placed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "stockguard", Name: "orders_placed_total",
-			Help: "Orders placed."}),
+		log:    log,
+		placed: counter("orders_placed_total", "Orders placed."),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "orders_refused_total",
-			Help: "Orders refused, by reason."}, []string{"reason"}),
-		fenceRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "fence_rejections_total",
-			Help: "Writes the database refused because a newer lock holder had written (a stale holder)."}, []string{"sku"}),
-		cacheRepaired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "cache_repairs_total",
-			Help: "Cache entries found wrong by the guarded decrement and repaired from the database."}, []string{"sku"}),
+			Help: "Orders and holds refused, by reason."}, []string{"reason"}),
+		fenceRejected: counter("fence_rejections_total",
+			"Writes the database refused because a newer lock holder had written (a stale holder); the SKU is in the log line."),
+		cacheRepaired: counter("cache_repairs_total",
+			"Cache entries found wrong by the guarded decrement and repaired from the database; the SKU is in the log line."),
+		holds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "holds_total",
+			Help: "Holds by what became of them: placed, confirmed, released, expired (by this replica's sweeper)."}, []string{"event"}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: "sweeper_leader",
+			Help: "1 while this replica holds the sweeper's leader lease, else 0."}),
+		sweepRefused: counter("sweeper_refusals_total",
+			"Sweeper writes the database refused because a newer leader had written (this replica led past its lease)."),
 	}
-	o.holds = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "holds_total",
-		Help: "Holds by what became of them: placed, confirmed, released, expired (by this replica's sweeper)."}, []string{"event"})
-	o.leading = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: "sweeper_leader",
-		Help: "1 while this replica holds the sweeper's leader lease, else 0."})
-	o.sweepRefused = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "stockguard", Name: "sweeper_refusals_total",
-		Help: "Sweeper writes the database refused because a newer leader had written (this replica led past its lease)."})
-	for _, event := range []string{"placed", "confirmed", "released", "expired"} {
-		o.holds.WithLabelValues(event) // exported at 0 from the start
+	for _, r := range refusalReasons {
+		o.refused.WithLabelValues(r)
 	}
-	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused)
+	for _, e := range holdEvents {
+		o.holds.WithLabelValues(e)
+	}
+	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, buildInfo())
 	return o
+}
+
+// buildInfo is stockguard_build_info, always 1: its labels say which build runs
+// (the module's version, the commit when Go recorded one, and the Go version).
+func buildInfo() prometheus.Gauge {
+	version, revision, goVersion := "unknown", "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version, goVersion = orUnknown(bi.Main.Version), orUnknown(bi.GoVersion)
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = orUnknown(s.Value)
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: "build_info",
+		Help:        "Always 1; the labels say which build runs (revision unknown when built without VCS stamping).",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": goVersion}})
+	g.Set(1)
+	return g
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func (o *observer) OrderPlaced()               { o.placed.Inc() }
 func (o *observer) OrderRefused(reason string) { o.refused.WithLabelValues(reason).Inc() }
-func (o *observer) FenceRejected(sku string)   { o.fenceRejected.WithLabelValues(sku).Inc() }
-func (o *observer) CacheRepaired(sku string)   { o.cacheRepaired.WithLabelValues(sku).Inc() }
 func (o *observer) HoldPlaced()                { o.holds.WithLabelValues("placed").Inc() }
 func (o *observer) HoldConfirmed()             { o.holds.WithLabelValues("confirmed").Inc() }
 func (o *observer) HoldReleased()              { o.holds.WithLabelValues("released").Inc() }
 func (o *observer) HoldsExpired(n int)         { o.holds.WithLabelValues("expired").Add(float64(n)) }
 func (o *observer) SweepRefused()              { o.sweepRefused.Inc() }
+
+// FenceRejected counts a stale holder's refused write; which SKU is for the log
+// (a label per SKU would grow with the catalogue).
+func (o *observer) FenceRejected(sku string) {
+	o.fenceRejected.Inc()
+	o.log.Warn("fence rejected a stale lock holder's write", "sku", sku)
+}
+
+// CacheRepaired counts a cache entry repaired from the database; which SKU is
+// for the log.
+func (o *observer) CacheRepaired(sku string) {
+	o.cacheRepaired.Inc()
+	o.log.Warn("cache entry was wrong and was repaired from the database", "sku", sku)
+}
+
 func (o *observer) SweeperLeading(leads bool) {
 	if leads {
 		o.leading.Set(1)

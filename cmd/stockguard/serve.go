@@ -73,7 +73,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lockMetrics := lock.NewMetrics("stockguard")
 	reg.MustRegister(lockMetrics)
-	obs := newObserver(reg)
+	obs := newObserver(reg, log)
 
 	keys := lock.Keys{Namespace: cfg.namespace}
 	ls, err := openLockService(ctx, cfg, rdb, lockMetrics, log)

@@ -91,11 +91,16 @@ func ExampleNewMetrics() {
 	_ = locks.Do(context.Background(), []string{"A-1"}, func(context.Context, *lock.Grant) error { return nil })
 	families, _ := reg.Gather()
 	for _, f := range families {
-		if f.GetName() == "stockguard_lock_acquisitions_total" {
-			fmt.Println(f.GetName(), f.GetMetric()[0].GetCounter().GetValue())
+		if f.GetName() != "stockguard_lock_acquisitions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() { // every value of the label, at 0 from the start
+			fmt.Println(f.GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
 		}
 	}
-	// Output: stockguard_lock_acquisitions_total 1
+	// Output:
+	// stockguard_lock_acquisitions_total handoff 0
+	// stockguard_lock_acquisitions_total obtained 1
 }
 
 func ExampleKeys() {
