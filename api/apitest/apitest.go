@@ -91,7 +91,7 @@ func Handler(t testing.TB, h http.Handler) http.Handler {
 		rec := httptest.NewRecorder()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.ServeHTTP(rec, r)
-		ex.answer(rec.Code, rec.Header(), rec.Body.Bytes())
+		ex.answer(r.Context(), rec.Code, rec.Header(), rec.Body.Bytes())
 
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
@@ -145,7 +145,7 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err // an answer cut short: the caller sees the failure, nothing to check
 	}
-	ex.answer(resp.StatusCode, resp.Header, answer)
+	ex.answer(req.Context(), resp.StatusCode, resp.Header, answer)
 	resp.Body = io.NopCloser(bytes.NewReader(answer))
 	return resp, nil
 }
@@ -190,14 +190,14 @@ func (c *contract) begin(t testing.TB, r *http.Request, body []byte) *exchange {
 	return ex
 }
 
-// answer checks the answer to the exchange's request.
-func (ex *exchange) answer(status int, h http.Header, body []byte) {
+// answer checks the answer to the exchange's request; ctx is the request's.
+func (ex *exchange) answer(ctx context.Context, status int, h http.Header, body []byte) {
 	ex.checkRequestID(h, body)
 	if ex.routeErr != nil {
 		ex.checkNoRoute(status, h, body)
 		return
 	}
-	err := openapi3filter.ValidateResponse(ex.in.Request.Context(), &openapi3filter.ResponseValidationInput{
+	err := openapi3filter.ValidateResponse(ctx, &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: ex.in, Status: status, Header: h,
 		Body: io.NopCloser(bytes.NewReader(body)), Options: ex.in.Options,
 	})
