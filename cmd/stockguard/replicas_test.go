@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/stockguard/api/apitest"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/testenv"
@@ -136,9 +137,34 @@ func startReplicaLogged(t *testing.T, i int, env []string) (string, string) {
 	return "http://" + addr, logPath
 }
 
-var client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+// transport holds the tests' connections, shared by every client below.
+var transport = &http.Transport{MaxIdleConnsPerHost: 128}
 
-func call(ctx context.Context, method, url, body string, header map[string]string) (int, []byte, error) {
+// client returns the client the tests talk to a replica with: every request it
+// sends and every answer it gets is checked against api/openapi.yaml, a
+// mismatch failing t. Only a replica's answers are the contract's: what nginx
+// answers itself goes through nginxOwn.
+func client(t testing.TB) *http.Client {
+	return &http.Client{Timeout: 60 * time.Second, Transport: apitest.Transport(t, transport)}
+}
+
+// offContract returns c marking every request it sends apitest.OffContract: the
+// requests break the contract on purpose, and only the answers are checked.
+func offContract(c *http.Client) *http.Client {
+	off := *c
+	off.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return c.Transport.RoundTrip(apitest.OffContract(r))
+	})
+	return &off
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// call sends a request to a replica (checked against the contract, failing t)
+// and returns the answer's status and body.
+func call(ctx context.Context, t testing.TB, method, url, body string, header map[string]string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -149,7 +175,7 @@ func call(ctx context.Context, method, url, body string, header map[string]strin
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := client.Do(req)
+	resp, err := client(t).Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -160,7 +186,7 @@ func call(ctx context.Context, method, url, body string, header map[string]strin
 
 func admin(ctx context.Context, t *testing.T, method, url, body string, into any) {
 	t.Helper()
-	status, b, err := call(ctx, method, url, body, map[string]string{"Authorization": "Bearer " + adminToken})
+	status, b, err := call(ctx, t, method, url, body, map[string]string{"Authorization": "Bearer " + adminToken})
 	if err != nil || (status != http.StatusOK && status != http.StatusCreated) { // 201: a SKU created
 		t.Fatalf("%s %s: %d %v %s", method, url, status, err, b)
 	}
@@ -205,14 +231,14 @@ func runLoad(ctx context.Context, t *testing.T, urls []string, n, workers int) *
 				if i%8 == 0 {
 					hdr["Idempotency-Key"] = "load-" + strconv.Itoa(i)
 				}
-				status, b, err := call(ctx, "POST", urls[i%len(urls)]+"/v1/orders", string(body), hdr)
+				status, b, err := call(ctx, t, "POST", urls[i%len(urls)]+"/v1/orders", string(body), hdr)
 				if err != nil {
 					errs <- err
 					return
 				}
 				res.record(status, b)
 				if hdr["Idempotency-Key"] != "" {
-					status2, b2, err := call(ctx, "POST", urls[(i+1)%len(urls)]+"/v1/orders", string(body), hdr)
+					status2, b2, err := call(ctx, t, "POST", urls[(i+1)%len(urls)]+"/v1/orders", string(body), hdr)
 					if err != nil {
 						errs <- err
 						return

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stockguard/stockguard/api/apitest"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/httpapi/mocks"
 )
@@ -164,13 +165,36 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 			!bytes.Contains(b, []byte(`"status":408`)) {
 			t.Errorf("answered %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		onContract(t, addr, body, resp)
 	}
 	healthy(t, addr)
 }
 
+// onContract checks resp, read off the raw connection, against api/openapi.yaml
+// as the answer to the POST /v1/orders of body it was: the request is replayed
+// through apitest.Transport onto a transport that answers resp and sends nothing.
+func onContract(t *testing.T, addr, body string, resp *http.Response) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/v1/orders", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	answered := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp.Request = r
+		return resp, nil
+	})
+	got, err := (&http.Client{Transport: apitest.Transport(t, answered)}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = got.Body.Close()
+}
+
 func healthy(t *testing.T, addr string) {
 	t.Helper()
-	status, b, err := call(t.Context(), http.MethodGet, "http://"+addr+"/healthz", "", nil)
+	status, b, err := call(t.Context(), t, http.MethodGet, "http://"+addr+"/healthz", "", nil)
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("healthz after the slow client: %d %v %s", status, err, b)
 	}

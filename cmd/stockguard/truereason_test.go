@@ -50,7 +50,7 @@ func TestRedisDownIsSaidSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	status, body, err := call(ctx, "GET", url+"/readyz", "", nil)
+	status, body, err := call(ctx, t, "GET", url+"/readyz", "", nil)
 	var ready struct {
 		Status       string `json:"status"`
 		Dependencies []struct{ Name, State, Error string }
@@ -67,13 +67,13 @@ func TestRedisDownIsSaidSo(t *testing.T) {
 	}
 
 	order := `{"items":[{"sku":"D-1","quantity":1}]}`
-	status, body, err = call(ctx, "POST", url+"/v1/orders", order, map[string]string{"X-Request-Id": "trace-77"})
+	status, body, err = call(ctx, t, "POST", url+"/v1/orders", order, map[string]string{"X-Request-Id": "trace-77"})
 	var p map[string]any
 	if err != nil || status != http.StatusServiceUnavailable || json.Unmarshal(body, &p) != nil ||
 		p["type"] != httpapi.ProblemBase+"dependency-unavailable" || p["dependency"] != "redis" || p["request_id"] != "trace-77" {
 		t.Errorf("an order with Redis down: %d %s %v, want 503 dependency-unavailable naming redis", status, body, err)
 	}
-	status, body, err = call(ctx, "POST", url+"/v1/orders", `{"items":[{"sku":"NOPE-9","quantity":1}]}`, nil)
+	status, body, err = call(ctx, t, "POST", url+"/v1/orders", `{"items":[{"sku":"NOPE-9","quantity":1}]}`, nil)
 	if err != nil || status != http.StatusUnprocessableEntity || !strings.Contains(string(body), "unknown-sku") || !strings.Contains(string(body), "NOPE-9") {
 		t.Errorf("an order for an unknown SKU with Redis down: %d %s %v, want 422 unknown-sku", status, body, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stockguard/stockguard/api/apitest"
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
@@ -163,7 +164,7 @@ func FuzzPlaceOrder(f *testing.F) {
 		}
 		// Most inputs break the contract on purpose; every answer is checked against it.
 		w := httptest.NewRecorder()
-		Validated(t, h).ServeHTTP(w, OffContract(req))
+		apitest.Handler(t, h).ServeHTTP(w, apitest.OffContract(req))
 
 		called := len(fake.calls) == 1
 		if len(fake.calls) > 1 {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/mock"
 
+	"github.com/stockguard/stockguard/api/apitest"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/httpapi/mocks"
 	"github.com/stockguard/stockguard/internal/orders"
@@ -27,7 +28,7 @@ func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	// Every request and answer is checked against api/openapi.yaml.
-	return httpapi.Validated(t, httpapi.New(httpapi.Config{AdminToken: token}, m, nil,
+	return apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, m, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
@@ -51,7 +52,7 @@ func do(h http.Handler, c call) *httptest.ResponseRecorder {
 		req.Header.Set(k, v)
 	}
 	if c.offContract {
-		req = httpapi.OffContract(req)
+		req = apitest.OffContract(req)
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)

@@ -14,12 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stockguard/stockguard/api"
+	"github.com/stockguard/stockguard/api/apitest"
 )
 
 // bareHandler is New without a use case: enough for the routes that need none.
 func bareHandler(t *testing.T) http.Handler {
 	t.Helper()
-	return Validated(t, New(Config{}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler)))
+	return apitest.Handler(t, New(Config{}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler)))
 }
 
 func get(t *testing.T, h http.Handler, path string, header http.Header, offContract bool) *httptest.ResponseRecorder {
@@ -29,7 +30,7 @@ func get(t *testing.T, h http.Handler, path string, header http.Header, offContr
 		req.Header[k] = v
 	}
 	if offContract {
-		req = OffContract(req)
+		req = apitest.OffContract(req)
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
