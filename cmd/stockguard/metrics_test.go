@@ -192,7 +192,7 @@ func TestObserverHasNoSKULabel(t *testing.T) {
 
 func scrapeMetrics(ctx context.Context, t *testing.T, base string) []byte {
 	t.Helper()
-	status, b, err := call(ctx, "GET", base+"/metrics", "", nil)
+	status, b, err := call(ctx, t, "GET", base+"/metrics", "", nil)
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %v", status, err)
 	}
@@ -221,7 +221,7 @@ func TestMetricsBoundedAndPromtoolClean(t *testing.T) {
 			admin(ctx, t, "POST", base+"/v1/skus/"+sku+"/restock", `{"quantity":5}`, nil)
 			for qty, want := range map[int]int{2: http.StatusCreated, 10: http.StatusConflict} {
 				body := fmt.Sprintf(`{"items":[{"sku":%q,"quantity":%d}]}`, sku, qty)
-				if status, b, err := call(ctx, "POST", base+"/v1/orders", body, nil); err != nil || status != want {
+				if status, b, err := call(ctx, t, "POST", base+"/v1/orders", body, nil); err != nil || status != want {
 					t.Fatalf("order %d of %s: %d %v %s, want %d", qty, sku, status, err, b, want)
 				}
 			}

@@ -11,7 +11,7 @@ import (
 
 // refusalReasons are the values of orders_refused_total's reason label: those
 // internal/service's reason() gives. They are exported at 0 from the start.
-var refusalReasons = []string{"insufficient_stock", "busy", "overloaded", "stale_fence", "lease_lost", "error"}
+var refusalReasons = []string{"insufficient_stock", "busy", "overloaded", "stale_fence", "lease_lost", "unknown_sku", "unavailable", "error"}
 
 // holdEvents are the values of holds_total's event label.
 var holdEvents = []string{"placed", "confirmed", "released", "expired"}
@@ -29,6 +29,8 @@ type observer struct {
 	holds         *prometheus.CounterVec
 	leading       prometheus.Gauge
 	sweepRefused  prometheus.Counter
+	// The sweeper leader's audit; 0 on the other replicas (alert on the max).
+	oversold, holdsOverdue prometheus.Gauge
 }
 
 var _ orders.Observer = (*observer)(nil)
@@ -50,6 +52,10 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 			Help: "Holds by what became of them: placed, confirmed, released, expired (by this replica's sweeper)."}, []string{"event"}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: "sweeper_leader",
 			Help: "1 while this replica holds the sweeper's leader lease, else 0."}),
+		oversold: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: "audit_oversold_units",
+			Help: "Units oversold (I1) at the sweeper leader's last audit (every 30s); 0 on the other replicas."}),
+		holdsOverdue: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: "audit_holds_overdue",
+			Help: "Holds still held past their expiry and grace (I6) at the sweeper leader's last audit; 0 on the other replicas."}),
 		sweepRefused: counter("sweeper_refusals_total",
 			"Sweeper writes the database refused because a newer leader had written (this replica led past its lease)."),
 	}
@@ -59,7 +65,7 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 	for _, e := range holdEvents {
 		o.holds.WithLabelValues(e)
 	}
-	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, buildInfo())
+	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, o.oversold, o.holdsOverdue, buildInfo())
 	return o
 }
 
@@ -116,5 +122,11 @@ func (o *observer) SweeperLeading(leads bool) {
 		o.leading.Set(1)
 	} else {
 		o.leading.Set(0)
+		o.Audited(0, 0) // the next leader audits: no stale figure stays here
 	}
+}
+
+func (o *observer) Audited(oversold, overdueHolds int64) {
+	o.oversold.Set(float64(oversold))
+	o.holdsOverdue.Set(float64(overdueHolds))
 }

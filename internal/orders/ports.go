@@ -128,4 +128,7 @@ type Observer interface {
 	// SweepRefused counts its writes the database refused to a former leader.
 	SweeperLeading(bool)
 	SweepRefused()
+	// Audited is the sweeper leader's periodic shallow audit: the units oversold
+	// (I1) and the holds held past their expiry and grace (I6).
+	Audited(oversold, overdueHolds int64)
 }

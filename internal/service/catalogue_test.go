@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
@@ -168,4 +172,49 @@ func TestListings(t *testing.T) {
 			t.Errorf("SKUs after a bad SKU: %v, want invalid", err)
 		}
 	})
+}
+
+// The sweeper's leader audits every AuditInterval and tells the observer what
+// the shallow audit says, an oversell included (made here behind the
+// service's back, as a bug or a hand edit would).
+func TestSweeperLeaderAudits(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, testenv.DatabaseKinds()[0])
+	w.sweep = 20 * time.Millisecond
+	r := w.replica(t, nil)
+	r.deps.Leader = w.locker(t)
+	r.svc = service.New(service.Config{SweepInterval: w.sweep, AuditInterval: 20 * time.Millisecond}, r.deps,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	if _, _, err := r.svc.SetStock(ctx, "AU-1", 5); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.svc.RunSweeper(sctx) }()
+	defer func() { stop(); <-done }()
+
+	waitAudit := func(wantOversold int64) {
+		t.Helper()
+		after := r.obs.audits.Load()
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			if n := r.obs.audits.Load(); n > after && r.obs.lastOversold.Load() == wantOversold {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no audit with %d units oversold in 15s: %d audits, last %d oversold", wantOversold, r.obs.audits.Load(), r.obs.lastOversold.Load())
+			}
+			time.Sleep(10 * time.Millisecond) // polling the observer, with a deadline
+		}
+	}
+	waitAudit(0)
+	db, err := gormstore.Open(w.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	defer func() { _ = sqlDB.Close() }()
+	if err := db.Exec("UPDATE skus SET sold = stocked + 3, available = 0 WHERE sku = ?", "AU-1").Error; err != nil {
+		t.Fatal(err)
+	}
+	waitAudit(3)
 }

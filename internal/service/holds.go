@@ -29,6 +29,7 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 		return orders.Held{}, err
 	}
 	if err := s.known(ctx, items); err != nil {
+		s.obs.OrderRefused(reason(err))
 		return orders.Held{}, err
 	}
 	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)

@@ -66,7 +66,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 func (s *Service) lead(ctx context.Context, g orders.Grant) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
-	var purged time.Time
+	var purged, audited time.Time
 	for {
 		var n int
 		err := s.fenced(ctx, g, func(f orders.Fences) error {
@@ -98,12 +98,35 @@ func (s *Service) lead(ctx context.Context, g orders.Grant) error {
 				s.log.InfoContext(ctx, "idempotency records purged", "purged", n, "retention", s.cfg.Retention.String())
 			}
 		}
+		if now := s.now(); now.Sub(audited) >= s.cfg.AuditInterval {
+			audited = now
+			s.audit(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-t.C:
 		}
 	}
+}
+
+// audit reads the shallow audit (one row per SKU, the overdue holds by index)
+// and tells the observer, so that an alert sees an oversell or a stuck sweeper
+// without anyone asking GET /v1/audit.
+func (s *Service) audit(ctx context.Context) {
+	a, err := s.store.Audit(ctx, false, s.cfg.SweepInterval+s.cfg.LockTTL)
+	if err != nil {
+		s.log.WarnContext(ctx, "sweeper: audit failed", "err", err)
+		return
+	}
+	var overdue int64
+	if a.Holds != nil {
+		overdue = a.Holds.Overdue
+	}
+	if a.Oversold > 0 || overdue > 0 || !a.Consistent {
+		s.log.ErrorContext(ctx, "audit: invariant broken", "oversold", a.Oversold, "holds_overdue", overdue, "consistent", a.Consistent)
+	}
+	s.obs.Audited(a.Oversold, overdue)
 }
 
 // Sweep expires the holds past their expiry, earliest first, in bounded rounds,

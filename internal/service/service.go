@@ -40,6 +40,9 @@ const (
 	DefaultRetention    = 24 * time.Hour
 	DefaultUnsafeWindow = 20 * time.Millisecond
 	DefaultSweep        = time.Second
+	// DefaultAudit: an alert on an oversell fires within a minute, for one
+	// read of every SKU's row per half minute per cluster.
+	DefaultAudit = 30 * time.Second
 )
 
 // Config tunes a Service.
@@ -66,6 +69,9 @@ type Config struct {
 	// expiry (I6: their units are back by expires_at + SweepInterval + a lease),
 	// and PurgeInterval how often it purges old idempotency records.
 	SweepInterval, PurgeInterval time.Duration
+	// AuditInterval is how often the sweeper's leader audits the counters (I1)
+	// and the holds (I6), shallowly, for the metrics (Observer.Audited).
+	AuditInterval time.Duration
 	// LockTTL is the per-SKU locks' and the sweeper's lease: with SweepInterval,
 	// the grace I6 gives a hold past its expiry before its units must be back.
 	LockTTL time.Duration
@@ -179,6 +185,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweep
 	}
+	if cfg.AuditInterval <= 0 {
+		cfg.AuditInterval = DefaultAudit
+	}
 	if cfg.PurgeInterval <= 0 {
 		// Often enough that the table holds little more than the retention's worth.
 		cfg.PurgeInterval = min(max(cfg.Retention/24, time.Second), 10*time.Minute)
@@ -193,6 +202,7 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 		return orders.Placed{}, err
 	}
 	if err := s.known(ctx, items); err != nil {
+		s.obs.OrderRefused(reason(err))
 		return orders.Placed{}, err
 	}
 	now := s.now()
@@ -455,6 +465,10 @@ func reason(err error) string {
 		return "stale_fence"
 	case errors.Is(err, orders.ErrLeaseLost):
 		return "lease_lost"
+	case errors.Is(err, orders.ErrUnknownSKU):
+		return "unknown_sku"
+	case errors.Is(err, orders.ErrUnavailable):
+		return "unavailable"
 	default:
 		return "error"
 	}

@@ -27,6 +27,7 @@ type counts struct {
 	placed, refused, fenceRejected, cacheRepaired atomic.Int64
 	holds, confirmed, released, expired           atomic.Int64
 	sweepRefused                                  atomic.Int64
+	audits, lastOversold, lastOverdue             atomic.Int64
 	onLeading                                     func(bool)
 	onExpired                                     func(n int)
 }
@@ -39,6 +40,11 @@ func (c *counts) HoldPlaced()          { c.holds.Add(1) }
 func (c *counts) HoldConfirmed()       { c.confirmed.Add(1) }
 func (c *counts) HoldReleased()        { c.released.Add(1) }
 func (c *counts) SweepRefused()        { c.sweepRefused.Add(1) }
+func (c *counts) Audited(oversold, overdue int64) {
+	c.lastOversold.Store(oversold)
+	c.lastOverdue.Store(overdue)
+	c.audits.Add(1)
+}
 func (c *counts) HoldsExpired(n int) {
 	c.expired.Add(int64(n))
 	if c.onExpired != nil {
