@@ -252,15 +252,8 @@ func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
 
 // Restock adds quantity units of sku, creating it if new, under its lock.
 func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error) {
-	var errs []orders.FieldError
-	if !orders.ValidSKU(sku) {
-		errs = append(errs, orders.FieldError{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"})
-	}
-	if quantity < 1 || quantity > orders.MaxRestock {
-		errs = append(errs, orders.FieldError{Field: "quantity", Message: fmt.Sprintf("must be between 1 and %d", orders.MaxRestock)})
-	}
-	if len(errs) > 0 {
-		return orders.Stock{}, false, &orders.ValidationError{Fields: errs}
+	if err := validStocking(sku, "quantity", quantity, 1); err != nil {
+		return orders.Stock{}, false, err
 	}
 	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (bool, error) {
 		_, err := s.store.Stock(ctx, sku)
@@ -276,19 +269,28 @@ func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orde
 // SetStock sets a SKU's available units to an absolute value, creating the SKU
 // if it is new (then true), under its lock and fence like Restock.
 func (s *Service) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error) {
-	var errs []orders.FieldError
-	if !orders.ValidSKU(sku) {
-		errs = append(errs, orders.FieldError{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"})
-	}
-	if available < 0 || available > orders.MaxRestock {
-		errs = append(errs, orders.FieldError{Field: "available", Message: fmt.Sprintf("must be between 0 and %d", orders.MaxRestock)})
-	}
-	if len(errs) > 0 {
-		return orders.Stock{}, false, &orders.ValidationError{Fields: errs}
+	if err := validStocking(sku, "available", available, 0); err != nil {
+		return orders.Stock{}, false, err
 	}
 	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (bool, error) {
 		return s.store.SetStock(ctx, sku, available, fence)
 	})
+}
+
+// validStocking checks a change of stock: the SKU, and n (named field) in
+// least..MaxRestock.
+func validStocking(sku, field string, n, least int64) error {
+	var errs []orders.FieldError
+	if !orders.ValidSKU(sku) {
+		errs = append(errs, orders.FieldError{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"})
+	}
+	if n < least || n > orders.MaxRestock {
+		errs = append(errs, orders.FieldError{Field: field, Message: fmt.Sprintf("must be between %d and %d", least, orders.MaxRestock)})
+	}
+	if len(errs) > 0 {
+		return &orders.ValidationError{Fields: errs}
+	}
+	return nil
 }
 
 // stocking runs write, a change of sku's stock, under the SKU's lock and fence,
