@@ -128,7 +128,7 @@ func TestPrometheusScrapesReplicasAndAlerts(t *testing.T) {
 func clusterEnv(c *cluster) []string {
 	return append(os.Environ(), "DATABASE_URL="+c.dbURL, "REDIS_URL="+c.redis.URL(),
 		"STOCKGUARD_NAMESPACE="+c.redis.Namespace, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s",
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s", testDBConns,
 		"STOCKGUARD_SHUTDOWN_TIMEOUT=30s", "STOCKGUARD_LOG_LEVEL=warn")
 }
 

@@ -55,6 +55,11 @@ func TestMain(m *testing.M) {
 
 const adminToken = "test-admin-token"
 
+// testDBConns bounds each test replica's database pool: go test runs two
+// packages at once, and this package's clusters beside another package's
+// replicas must stay under PostgreSQL's 100 connections.
+const testDBConns = "STOCKGUARD_DB_MAX_CONNS=6"
+
 // cluster is replicas of the built binary on one database and one Redis.
 type cluster struct {
 	dbURL string
@@ -67,7 +72,7 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 	c := &cluster{dbURL: testenv.DefaultDatabase(t), redis: testenv.NewRedis(t)}
 	env := append(os.Environ(), "DATABASE_URL="+c.dbURL, "REDIS_URL="+c.redis.URL(),
 		"STOCKGUARD_NAMESPACE="+c.redis.Namespace, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s",
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s", testDBConns,
 		"STOCKGUARD_SHUTDOWN_TIMEOUT=30s", "STOCKGUARD_LOG_LEVEL=warn")
 	env = append(env, extraEnv...)
 

@@ -31,7 +31,7 @@ func TestRedisDownIsSaidSo(t *testing.T) {
 	closed := l.Addr().String()
 	_ = l.Close()
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL=redis://"+closed+"/0", "STOCKGUARD_ADMIN_TOKEN="+adminToken,
-		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=1s", "STOCKGUARD_LOG_FORMAT=json", "STOCKGUARD_LOG_LEVEL=info")
+		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=1s", "STOCKGUARD_LOG_FORMAT=json", "STOCKGUARD_LOG_LEVEL=info", testDBConns)
 	mig := exec.CommandContext(t.Context(), binary, "migrate")
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {

@@ -106,6 +106,12 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 	}
 	sqlDB, _ := db.DB()
 	t.Cleanup(func() { _ = sqlDB.Close() })
+	if db.Name() != "sqlite" {
+		// Three replicas and another package's tests beside them stay under
+		// PostgreSQL's 100 connections.
+		sqlDB.SetMaxOpenConns(8)
+		sqlDB.SetMaxIdleConns(8)
+	}
 	rdb := w.redis.Client(t)
 	keys := lock.Keys{Namespace: w.redis.Namespace}
 	if locker == nil {
