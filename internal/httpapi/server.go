@@ -89,19 +89,10 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 			Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"route"}),
 	}
 	reg.MustRegister(s.requests, s.duration)
-	// Readiness per dependency, checked when scraped: an alert sees a replica
-	// that is up but cannot reach its database, Redis or lock service.
+	// Readiness per dependency, for an alert on a replica that is up but cannot
+	// reach its database, Redis or lock service.
 	for _, d := range deps {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "stockguard", Name: "dependency_up",
-			Help:        "1 when the dependency answered this scrape's check (as /readyz checks it), else 0.",
-			ConstLabels: prometheus.Labels{"dependency": d.Name}}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if d.Check(ctx) != nil {
-				return 0
-			}
-			return 1
-		}))
+		reg.MustRegister(newDependencyGauge(d))
 	}
 
 	gin.SetMode(gin.ReleaseMode)
