@@ -159,17 +159,20 @@ func TestSummaryExportHasK6Shape(t *testing.T) {
 }
 
 // k6Script is a tiny k6 run with what the comparison needs: named checks, one
-// failing, and thresholds on a trend, a counter, a rate and checks.
+// failing, and thresholds on a trend, a counter, a rate and checks. It runs 3s:
+// k6 samples vus and vus_max once a second, and a 1s run on a busy machine
+// could end before the first sample (CI saw it).
 const k6Script = `import http from 'k6/http';
-import { check } from 'k6';
+import { check, sleep } from 'k6';
 export const options = {
-  vus: 2, duration: '1s',
+  vus: 2, duration: '3s',
   summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)', 'p(99)'],
   thresholds: { http_req_duration: ['p(95)<10000'], http_reqs: ['count>0'], http_req_failed: ['rate<0.5'], checks: ['rate>0.1'] },
 };
 export default function () {
   const r = http.get(__ENV.URL);
   check(r, { 'status is 200': (x) => x.status === 200, 'never': (x) => x.status === 599 });
+  sleep(0.05);
 }
 `
 
