@@ -297,17 +297,16 @@ func validStocking(sku, field string, n, least int64) error {
 // then updates the cache, and returns the SKU's counters and write's answer.
 func (s *Service) stocking(ctx context.Context, sku string, write func(ctx context.Context, fence int64) (bool, error)) (orders.Stock, bool, error) {
 	var created bool
+	var st orders.Stock // read under the lock: the cache's value and the answer
 	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, g orders.Grant) error {
 		err := s.fenced(ctx, g, func(fences orders.Fences) error {
 			var err error
 			created, err = write(ctx, fences[sku])
 			return err
 		})
-		if err != nil {
-			s.afterFailure(ctx, []string{sku}, err)
-			return err
+		if err == nil {
+			st, err = s.store.Stock(ctx, sku)
 		}
-		st, err := s.store.Stock(ctx, sku)
 		if err != nil {
 			s.afterFailure(ctx, []string{sku}, err)
 			return err
@@ -320,8 +319,7 @@ func (s *Service) stocking(ctx context.Context, sku string, write func(ctx conte
 		return orders.Stock{}, false, err
 	}
 	s.skus.Store(sku, true)
-	st, err := s.store.Stock(ctx, sku)
-	return st, created, err
+	return st, created, nil
 }
 
 // known refuses an order or hold naming a SKU that does not exist, before any
