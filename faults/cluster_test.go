@@ -29,6 +29,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/internal/topology"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 )
 
@@ -304,7 +305,7 @@ func (c *cluster) start(idx, gen int) *replica {
 	}()
 	select {
 	case line := <-first:
-		addr, ok := strings.CutPrefix(line, "listening on ")
+		addr, ok := topology.ListenAddr(line)
 		if !ok {
 			b, _ := os.ReadFile(r.logPath)
 			t.Fatalf("%s: first line %q\n%s", r, line, b)

@@ -284,7 +284,10 @@ func probeLockService(ctx context.Context, bin string, env []string, lockURL str
 		return err.Error()
 	}
 	lines := bufio.NewScanner(out)
-	listening := lines.Scan() && strings.HasPrefix(lines.Text(), "listening on ")
+	listening := false
+	if lines.Scan() {
+		_, listening = topology.ListenAddr(lines.Text())
+	}
 	if listening {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/stockguard/stockguard/internal/topology"
 )
 
 // A real Prometheus (Debian's prometheus) scrapes three real replicas with the
@@ -168,7 +170,7 @@ func startOwnReplica(t *testing.T, i int, env []string) *ownReplica {
 	if !lines.Scan() {
 		t.Fatalf("replica %d printed no address", i)
 	}
-	addr, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	addr, ok := topology.ListenAddr(lines.Text())
 	if !ok {
 		t.Fatalf("replica %d: unexpected first line %q", i, lines.Text())
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/internal/topology"
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
@@ -134,7 +135,7 @@ func startReplicaLogged(t *testing.T, i int, env []string) (string, string) {
 		b, _ := os.ReadFile(logPath)
 		t.Fatalf("replica %d printed no address: %s", i, b)
 	}
-	addr, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	addr, ok := topology.ListenAddr(lines.Text())
 	if !ok {
 		t.Fatalf("replica %d: unexpected first line %q", i, lines.Text())
 	}

@@ -138,7 +138,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		log.Warn("no admin token: restock and audit are refused")
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
-	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	announceListening(stdout, cfg.logFormat, ln.Addr().String())
 
 	if cfg.pprofAddr != "" {
 		stopPprof, err := servePprof(ctx, cfg.pprofAddr, log)
@@ -163,6 +163,18 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// announceListening writes the first line of stdout, the address listened on,
+// so that whoever started the replica on port 0 learns its port
+// (topology.ListenAddr reads it): "listening on ADDR", or with --log-format json
+// a JSON log record like every other line the replica writes, msg "listening".
+func announceListening(stdout io.Writer, format, addr string) {
+	if format == "json" {
+		slog.New(slog.NewJSONHandler(stdout, nil)).Info("listening", "addr", addr)
+		return
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", addr)
 }
 
 // The handler's Orders is the use case.

@@ -5,6 +5,7 @@
 package topology
 
 import (
+	"encoding/json"
 	"bufio"
 	"context"
 	"errors"
@@ -81,7 +82,7 @@ func StartReplica(ctx context.Context, bin string, env []string) (*exec.Cmd, str
 		StopAll([]*exec.Cmd{cmd})
 		return nil, "", errors.New("the replica exited before listening")
 	}
-	addr, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	addr, ok := ListenAddr(lines.Text())
 	if !ok {
 		StopAll([]*exec.Cmd{cmd})
 		return nil, "", fmt.Errorf("unexpected first line %q", lines.Text())
@@ -144,4 +145,18 @@ func WaitRedis(ctx context.Context, addr string) error {
 		}
 	}
 	return nil
+}
+
+// ListenAddr reads the address from the first line "stockguard serve" writes on
+// stdout: "listening on ADDR" with --log-format text, a JSON log record with
+// msg "listening" and addr ADDR with --log-format json.
+func ListenAddr(line string) (string, bool) {
+	if addr, ok := strings.CutPrefix(line, "listening on "); ok {
+		return addr, true
+	}
+	var rec struct{ Msg, Addr string }
+	if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "listening" || rec.Addr == "" {
+		return "", false
+	}
+	return rec.Addr, true
 }
