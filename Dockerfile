@@ -1,28 +1,43 @@
-# syntax=docker/dockerfile:1
-# stockguard: one image for every replica. Multi-stage: the build stage compiles a
-# static binary (pure Go, SQLite included); the service stage is scratch
-# with only that binary, CA certificates and an unprivileged user to run as. The
-# loadtest stage holds the load generator the same way.
+# stockguard: one image for every replica. Multi-stage: the build stage compiles
+# static binaries (pure Go, SQLite included); the service stage is scratch with
+# only the server, CA certificates and an unprivileged user to run as. The demo
+# and loadtest stages hold the demo runner and the load generator the same way.
+# No "# syntax=" line: it would make BuildKit pull a frontend image, and the
+# build must work where no registry is reachable.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/loadtest ./loadtest
+# One RUN for the three binaries: a layer fewer to store on every build.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/stockguard ./cmd/stockguard \
+ && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/loadtest ./loadtest \
+ && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/demo ./cmd/demo \
  && echo 'stockguard:x:65532:65532::/data:/sbin/nologin' > /out/passwd \
  && echo 'stockguard:x:65532:' > /out/group \
  && mkdir -p /out/data
 
-# The load generator (docker-compose.yml's loadtest service): --target loadtest.
+# The load generator alone: --target loadtest.
 FROM scratch AS loadtest
 COPY --from=build /out/passwd /out/group /etc/
 COPY --from=build /out/loadtest /usr/local/bin/loadtest
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/loadtest"]
 
-# The service, the default target.
+# The demo runner (docker-compose.yml's demo service): drives the stack's
+# replicas through nginx with the load generator beside it, writes the page of
+# the rounds to /data/demo.html.
+FROM scratch AS demo
+COPY --from=build /out/passwd /out/group /etc/
+COPY --from=build --chown=65532:65532 /out/data /data
+COPY --from=build /out/loadtest /out/demo /usr/local/bin/
+USER 65532:65532
+WORKDIR /data
+ENV TMPDIR=/data
+ENTRYPOINT ["/usr/local/bin/demo"]
+
+# The service, the default target (last, so that a plain "docker build" makes it).
 FROM scratch AS service
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
 COPY --from=build /out/passwd /out/group /etc/

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/internal/topology"
 )
 
 // The carts round: a flash sale with checkouts. More shoppers than units rush
@@ -83,19 +82,13 @@ type cartRound struct {
 	r        cartResult
 }
 
-// runCarts starts replicas that sweep every o.sweep, sells o.stock units of a new
-// SKU to o.shoppers shoppers with carts, and audits.
-func runCarts(ctx context.Context, bins topology.Binaries, dir string, svc services, replicas int, o cartOptions,
-	log *slog.Logger) (cartResult, error) {
-	lbURL, _, stop, err := startCluster(ctx, bins, dir, svc, "carts", replicas, log,
-		"STOCKGUARD_SWEEP_INTERVAL="+o.sweep.String()) // --sweep-interval: expired carts come back within it
-	if err != nil {
-		return cartResult{}, err
-	}
-	defer stop()
+// runCarts sells o.stock units of a new SKU to o.shoppers shoppers with carts
+// on the cluster cl, whose replicas sweep every o.sweep, and audits.
+func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o cartOptions, log *slog.Logger) (cartResult, error) {
+	lbURL := cl.url
 	transport := &http.Transport{MaxIdleConnsPerHost: rushConcurrency} // no proxy: the balancer is on loopback
 	defer transport.CloseIdleConnections()
-	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL},
+	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL, admin: admin},
 		sku: "CART-" + strconv.FormatInt(time.Now().UnixNano(), 36), o: o, log: log} // a SKU of its own in a shared database
 	log.Info("carts round starts", "replicas", replicas, "balancer", lbURL, "sku", c.sku, "units", o.stock,
 		"shoppers", o.shoppers, "hold_ttl", o.ttl, "sweep_interval", o.sweep)
@@ -385,6 +378,7 @@ func (c *cartRound) problem(format string, args ...any) {
 type shop struct {
 	client *http.Client
 	url    string
+	admin  string // the admin token
 }
 
 // call sends body (when not nil) as JSON, decodes a 2xx answer into out (when
@@ -406,7 +400,7 @@ func (s *shop) call(ctx context.Context, method, path string, admin bool, body, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if admin {
-		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {

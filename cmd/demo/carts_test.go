@@ -15,6 +15,8 @@ import (
 // The carts round's checks pass on figures that add up and fail on each kind
 // that does not: a fake service answers the audit and the abandoned cart's
 // status, after shoppers who held 3 units, bought 2 and left 1 to expire.
+const testAdmin = "test-admin-token"
+
 func TestCartsAuditChecks(t *testing.T) {
 	good := orders.Stock{SKU: "CART-T", Available: 0, Reserved: 0, Sold: 2, Stocked: 2}
 	cases := []struct {
@@ -37,7 +39,7 @@ func TestCartsAuditChecks(t *testing.T) {
 				_ = json.NewEncoder(w).Encode(orders.Reservation{ID: "h1", Status: tc.status})
 			})
 			mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
-				if r.Header.Get("Authorization") != "Bearer "+adminToken {
+				if r.Header.Get("Authorization") != "Bearer "+testAdmin {
 					w.WriteHeader(http.StatusUnauthorized)
 					return
 				}
@@ -48,7 +50,7 @@ func TestCartsAuditChecks(t *testing.T) {
 			})
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
-			c := &cartRound{shop: &shop{client: srv.Client(), url: srv.URL}, sku: "CART-T", log: slog.New(slog.DiscardHandler),
+			c := &cartRound{shop: &shop{client: srv.Client(), url: srv.URL, admin: testAdmin}, sku: "CART-T", log: slog.New(slog.DiscardHandler),
 				left: []hold{{id: "h1", qty: 1}}, r: cartResult{Stocked: 2, Holds: 2, Held: 3, Sold: 2}}
 			if err := c.audit(context.Background()); err != nil {
 				t.Fatal(err)

@@ -11,9 +11,14 @@
 // only when neither the second round nor the third oversold anything and the third
 // round's audit agrees with its shoppers. Every process it starts is stopped on the
 // way out, Ctrl-C included.
+//
+// With -url it starts nothing: it drives replicas already running behind a
+// balancer (the compose stack's nginx), -unsafe-url being the control group's,
+// and tells the same story.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +58,28 @@ type options struct {
 	stock    int
 	vus      int
 	duration time.Duration
+	admin    string // the replicas' admin token
+
+	// The replicas already running (the compose stack): the balancers of the
+	// default strategy's and of the unsafe strategy's, and the replicas behind
+	// each, sampled for the page. Empty url: the demo starts its own.
+	url, unsafeURL                 string
+	replicaURLs, unsafeReplicaURLs urlList
+	loadtest                       string // the load generator's binary, with -url
+}
+
+// urlList is a flag of comma-separated URLs.
+type urlList []string
+
+func (l *urlList) String() string { return strings.Join(*l, ",") }
+func (l *urlList) Set(v string) error {
+	*l = nil
+	for u := range strings.SplitSeq(v, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			*l = append(*l, strings.TrimRight(u, "/"))
+		}
+	}
+	return nil
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -65,6 +92,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")
 	fs.IntVar(&o.vus, "vus", 64, "load generator VUs")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each round")
+	o.admin = cmp.Or(getenv("STOCKGUARD_ADMIN_TOKEN"), "demo-admin-token")
+	fs.StringVar(&o.admin, "admin-token", o.admin, "the replicas' admin token (default $STOCKGUARD_ADMIN_TOKEN, else the one the demo gives the replicas it starts)")
+	fs.StringVar(&o.url, "url", "", "drive the replicas already running behind this balancer instead of starting any (the compose stack's nginx); they run the default strategy and sweep expired holds every -sweep-interval")
+	fs.StringVar(&o.unsafeURL, "unsafe-url", "", "with -url: the balancer of the replicas that run the unsafe strategy (the control group)")
+	fs.Var(&o.replicaURLs, "replica-urls", "with -url: the replicas behind it, comma-separated, whose /metrics the page draws")
+	fs.Var(&o.unsafeReplicaURLs, "unsafe-replica-urls", "with -url: the replicas behind -unsafe-url, likewise")
+	fs.StringVar(&o.loadtest, "loadtest", "", "with -url: the load generator's binary (default: loadtest beside the demo's own)")
 	var co cartOptions
 	fs.IntVar(&co.stock, "cart-stock", 20, "units on sale in the carts round")
 	fs.IntVar(&co.shoppers, "shoppers", 300, "shoppers in the carts round")
@@ -77,6 +111,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("the carts round needs -cart-stock >= 1, more -shoppers than units, -hold-ttl >= %s and a positive -sweep-interval", orders.MinHoldTTL)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if o.url != "" {
+		return runStack(ctx, o, co, stdout, log)
+	}
 
 	dir, err := os.MkdirTemp("", "stockguard-demo-")
 	if err != nil {
@@ -100,11 +137,95 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer stopLocks()
 	svc.lockURL = lockURL
+	o.loadtest = bins.Loadtest
+	start := func(ctx context.Context, round string) (cluster, error) {
+		env := []string{"STOCKGUARD_STRATEGY=" + round, "STOCKGUARD_ALLOW_OVERSELL=true"}
+		if round == cartsRound {
+			env = []string{"STOCKGUARD_SWEEP_INTERVAL=" + co.sweep.String()} // expired carts come back within it
+		}
+		return startCluster(ctx, bins, dir, svc, round, o, log, env...)
+	}
+	return tell(ctx, start, o, co, stdout, log)
+}
 
+// runStack tells the story on replicas that are already running: the compose
+// stack's, behind nginx.
+func runStack(ctx context.Context, o options, co cartOptions, stdout io.Writer, log *slog.Logger) error {
+	if o.unsafeURL == "" {
+		return errors.New("-url needs -unsafe-url: the control group's replicas run the unsafe strategy")
+	}
+	if o.loadtest == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.loadtest = filepath.Join(filepath.Dir(self), "loadtest")
+	}
+	o.lock = "the stack's lock service"
+	running := map[string]cluster{
+		string(orders.StrategyUnsafe):  {url: strings.TrimRight(o.unsafeURL, "/"), replicas: o.unsafeReplicaURLs},
+		string(orders.DefaultStrategy): {url: strings.TrimRight(o.url, "/"), replicas: o.replicaURLs},
+	}
+	running[cartsRound] = running[string(orders.DefaultStrategy)]
+	start := func(ctx context.Context, round string) (cluster, error) {
+		c := running[round]
+		c.stop = func() {}
+		return c, waitReady(ctx, c.url, log)
+	}
+	return tell(ctx, start, o, co, stdout, log)
+}
+
+// waitReady waits, for at most a minute, until the balancer at url answers
+// /readyz with 200: the compose stack's health checks gate the start, this
+// covers a balancer that is up before its replicas.
+func waitReady(ctx context.Context, url string, log *slog.Logger) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last string
+	for i := range 120 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if i%10 == 0 {
+			log.Info("waiting for the replicas to be ready", "balancer", url, "last", last)
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s/readyz: not ready within a minute: %s", url, last)
+}
+
+// cluster is where a round's load goes: a balancer, the replicas behind it
+// (sampled for the page) and what stops them.
+type cluster struct {
+	url      string
+	replicas []string
+	stop     func()
+}
+
+// cartsRound names the carts round's cluster.
+const cartsRound = "carts"
+
+// tell runs the rounds on the clusters start gives (each is stopped after its
+// round), prints their tables, writes the page and says whether anything was
+// oversold where it must not be.
+func tell(ctx context.Context, start func(context.Context, string) (cluster, error), o options, co cartOptions,
+	stdout io.Writer, log *slog.Logger) error {
 	var rows []roundResult
 	var drawn []roundSeries
-	for _, strategy := range []string{"unsafe", string(orders.DefaultStrategy)} {
-		r, err := runRound(ctx, bins, dir, svc, strategy, o, log)
+	for _, strategy := range []string{string(orders.StrategyUnsafe), string(orders.DefaultStrategy)} {
+		r, err := runRound(ctx, start, strategy, o, log)
 		if ctx.Err() != nil {
 			return errors.New("interrupted: every process the demo started is stopped")
 		}
@@ -123,7 +244,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stdout, "\nthe %s round oversold nothing: %d replicas, one SKU, %d units, %d VUs, locks on %s\n", rows[1].Strategy, o.replicas, o.stock, o.vus, o.lock)
 
-	carts, err := runCarts(ctx, bins, dir, svc, o.replicas, co, log)
+	cl, err := start(ctx, cartsRound)
+	if err != nil {
+		return fmt.Errorf("carts round: %w", err)
+	}
+	carts, err := runCarts(ctx, cl, o.admin, o.replicas, co, log)
+	cl.stop()
 	if ctx.Err() != nil {
 		return errors.New("interrupted: every process the demo started is stopped")
 	}
@@ -157,31 +283,36 @@ type roundResult struct {
 	} `json:"audit"`
 }
 
-const adminToken = "demo-admin-token"
-
-// runRound starts the replicas and the balancer, drives them while sampling
-// them for the page, and stops them.
-func runRound(ctx context.Context, bins topology.Binaries, dir string, svc services, strategy string, o options, log *slog.Logger) (roundSeries, error) {
-	lbURL, backends, stop, err := startCluster(ctx, bins, dir, svc, strategy, o.replicas, log,
-		"STOCKGUARD_STRATEGY="+strategy, "STOCKGUARD_ALLOW_OVERSELL=true")
+// runRound has start give the round's replicas and balancer, drives them while
+// sampling them for the page, and stops them.
+func runRound(ctx context.Context, start func(context.Context, string) (cluster, error), strategy string, o options,
+	log *slog.Logger) (roundSeries, error) {
+	cl, err := start(ctx, strategy)
 	if err != nil {
 		return roundSeries{}, err
 	}
-	defer stop()
+	defer cl.stop()
+	lbURL := cl.url
 	log.Info("round starts", "strategy", strategy, "replicas", o.replicas, "balancer", lbURL)
 
 	prefix := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) // its SKU: <prefix>-0
 	transport := &http.Transport{}                                                    // no proxy: the replicas are on loopback
 	defer transport.CloseIdleConnections()
-	smp := &sampler{client: &http.Client{Transport: transport, Timeout: 5 * time.Second}, replicas: backends,
-		sku: prefix + "-0", start: time.Now()}
+	smp := &sampler{client: &http.Client{Transport: transport, Timeout: 5 * time.Second}, balancer: lbURL,
+		replicas: cl.replicas, sku: prefix + "-0", start: time.Now()}
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); smp.run(sctx) }()
 	defer func() { stopSampling(); <-sampled }()
 
-	summary := filepath.Join(dir, strategy+"-summary.json")
-	load := exec.CommandContext(ctx, bins.Loadtest, "-url", lbURL, "-admin-token", adminToken,
+	summaryFile, err := os.CreateTemp("", "stockguard-demo-"+strategy+"-*.json")
+	if err != nil {
+		return roundSeries{}, err
+	}
+	summary := summaryFile.Name()
+	_ = summaryFile.Close()
+	defer func() { _ = os.Remove(summary) }()
+	load := exec.CommandContext(ctx, o.loadtest, "-url", lbURL, "-admin-token", o.admin,
 		"-vus", strconv.Itoa(o.vus), "-duration", o.duration.String(), "-skus", "1", "-stock", strconv.Itoa(o.stock),
 		"-prefix", prefix, "-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
 		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
@@ -215,8 +346,8 @@ type services struct {
 	lockURL     string // empty: the cache's Redis
 }
 
-func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc services, name string, replicas int,
-	log *slog.Logger, env ...string) (string, []string, func(), error) {
+func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc services, name string, o options,
+	log *slog.Logger, env ...string) (cluster, error) {
 	redisURL, databaseURL := svc.redisURL, svc.databaseURL
 	if databaseURL == "" {
 		databaseURL = "sqlite:" + filepath.Join(dir, name+".db")
@@ -232,21 +363,21 @@ func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc s
 		topology.DropNamespace(ctx, redisURL, ns, log) // a shared Redis keeps none of the demo's keys
 	}
 	env = append(append(os.Environ(), "DATABASE_URL="+databaseURL, "REDIS_URL="+redisURL,
-		"STOCKGUARD_LOCK_URL="+svc.lockURL, "STOCKGUARD_NAMESPACE="+ns, "STOCKGUARD_ADMIN_TOKEN="+adminToken,
+		"STOCKGUARD_LOCK_URL="+svc.lockURL, "STOCKGUARD_NAMESPACE="+ns, "STOCKGUARD_ADMIN_TOKEN="+o.admin,
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOG_LEVEL=error", "STOCKGUARD_LOCK_WAIT=4s",
 		"STOCKGUARD_REQUEST_TIMEOUT=5s", "STOCKGUARD_SHUTDOWN_TIMEOUT=8s"), env...) // a quick stop on Ctrl-C
 	mig := exec.CommandContext(ctx, bins.Stockguard, "migrate")
 	mig.Env = env
 	if out, err := mig.CombinedOutput(); err != nil {
 		stop()
-		return "", nil, nil, fmt.Errorf("migrate: %w\n%s", err, out)
+		return cluster{}, fmt.Errorf("migrate: %w\n%s", err, out)
 	}
 	var backends []string
-	for i := range replicas {
+	for i := range o.replicas {
 		cmd, url, err := topology.StartReplica(ctx, bins.Stockguard, env)
 		if err != nil {
 			stop()
-			return "", nil, nil, fmt.Errorf("replica %d: %w", i, err)
+			return cluster{}, fmt.Errorf("replica %d: %w", i, err)
 		}
 		procs = append(procs, cmd)
 		backends = append(backends, url)
@@ -254,9 +385,9 @@ func startCluster(ctx context.Context, bins topology.Binaries, dir string, svc s
 	var err error
 	if lb, err = topology.StartBalancer(ctx, backends, log); err != nil {
 		stop()
-		return "", nil, nil, err
+		return cluster{}, err
 	}
-	return lb.URL, backends, stop, nil
+	return cluster{url: lb.URL, replicas: backends, stop: stop}, nil
 }
 
 func printTable(w io.Writer, rows []roundResult, o options) {

@@ -51,10 +51,11 @@ type sample struct {
 	replicas []replicaCounters
 }
 
-// sampler polls one round: its stock through the first replica, and every
+// sampler polls one round: its stock through the balancer, and every
 // replica's metrics.
 type sampler struct {
 	client   *http.Client
+	balancer string
 	replicas []string
 	sku      string
 	start    time.Time
@@ -86,7 +87,7 @@ func (s *sampler) sample(ctx context.Context) sample {
 	}
 	wg.Go(func() {
 		var st orders.Stock
-		if err := s.getJSON(ctx, s.replicas[0]+"/v1/skus/"+s.sku, &st); err == nil {
+		if err := s.getJSON(ctx, s.balancer+"/v1/skus/"+s.sku, &st); err == nil {
 			out.left, out.haveLeft = st.Stocked-st.Sold-st.Reserved, true
 		}
 	})
