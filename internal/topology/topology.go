@@ -5,9 +5,9 @@
 package topology
 
 import (
-	"encoding/json"
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
