@@ -35,6 +35,10 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 test-faults: ## Run the fault-injection tests (PostgreSQL, redis-server, etcd, ZooKeeper and Azurite needed; ~14-16 min); results in faults.out. Fails when none ran.
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
+.PHONY: compose-test
+compose-test: ## Run docker-compose.yml on a real Docker Engine (installed and started when missing, as root): the demo, Prometheus, nginx, then a round with a replica killed and Redis restarted; images no registry gives here are built from Debian packages (scripts/compose).
+	$(GO) test -tags compose -count=1 -timeout 80m -v ./scripts/compose
+
 .PHONY: bench
 bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then holds, the lock services and the soak to 1,000,000 orders on the default: BENCHMARKS.md, charts (PROFILE=quick|full).
 	$(GO) run ./cmd/bench -profile $(PROFILE)
