@@ -16,12 +16,19 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/stockguard ./cmd/s
  && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/demo ./cmd/demo \
  && echo 'stockguard:x:65532:65532::/data:/sbin/nologin' > /out/passwd \
  && echo 'stockguard:x:65532:' > /out/group \
+ && cp /etc/ssl/certs/ca-certificates.crt /out/ \
  && mkdir -p /out/data
+
+# What the images below take from the build stage, in one small image: each
+# "COPY --from" of the large build stage costs a copy of all of it on some
+# storage drivers (vfs), so it is copied once, here.
+FROM scratch AS dist
+COPY --from=build /out /
 
 # The load generator alone: --target loadtest.
 FROM scratch AS loadtest
-COPY --from=build /out/passwd /out/group /etc/
-COPY --from=build /out/loadtest /usr/local/bin/loadtest
+COPY --from=dist /passwd /group /etc/
+COPY --from=dist /loadtest /usr/local/bin/loadtest
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/loadtest"]
 
@@ -29,9 +36,9 @@ ENTRYPOINT ["/usr/local/bin/loadtest"]
 # replicas through nginx with the load generator beside it, writes the page of
 # the rounds to /data/demo.html.
 FROM scratch AS demo
-COPY --from=build /out/passwd /out/group /etc/
-COPY --from=build --chown=65532:65532 /out/data /data
-COPY --from=build /out/loadtest /out/demo /usr/local/bin/
+COPY --from=dist /passwd /group /etc/
+COPY --from=dist --chown=65532:65532 /data /data
+COPY --from=dist /loadtest /demo /usr/local/bin/
 USER 65532:65532
 WORKDIR /data
 ENV TMPDIR=/data
@@ -39,10 +46,10 @@ ENTRYPOINT ["/usr/local/bin/demo"]
 
 # The service, the default target (last, so that a plain "docker build" makes it).
 FROM scratch AS service
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
-COPY --from=build /out/passwd /out/group /etc/
-COPY --from=build --chown=65532:65532 /out/data /data
-COPY --from=build /out/stockguard /usr/local/bin/stockguard
+COPY --from=dist /ca-certificates.crt /etc/ssl/certs/
+COPY --from=dist /passwd /group /etc/
+COPY --from=dist --chown=65532:65532 /data /data
+COPY --from=dist /stockguard /usr/local/bin/stockguard
 USER 65532:65532
 WORKDIR /data
 EXPOSE 8080

@@ -19,8 +19,9 @@ import (
 // that orders are accepted before, during and after each fault.
 const (
 	faultSKUs     = 4
-	faultStock    = 20000
+	faultStock    = 40000
 	faultDuration = 60 * time.Second
+	faultGap      = 500 // units sold between two steps
 )
 
 // loadSummary is what the fault round reads of the load generator's summary.
@@ -69,9 +70,10 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each fault only once the service has sold more since the last step: the
-	// load is running, then the survivors take orders without replica2, then
-	// orders flow again after Redis came back. The load's end bounds each wait.
+	// Each fault only once the service has sold faultGap more units since the
+	// last step: the load is running, then the survivors take orders without
+	// replica2, then orders flow again after Redis came back. The load's end
+	// bounds each wait.
 	soldBefore := waitSoldMore(ctx, t, prefix, 0, loadDone, "the load to sell")
 	t.Logf("%.1fs: %d units sold; docker kill replica2", time.Since(started).Seconds(), soldBefore)
 	run(ctx, t, "docker", "kill", ids["replica2"])
@@ -157,7 +159,7 @@ func waitSoldMore(ctx context.Context, t *testing.T, prefix string, before int64
 			}
 			total += st.Sold
 		}
-		if err == nil && total > before {
+		if err == nil && total >= before+faultGap {
 			return total
 		}
 		last = err
