@@ -262,7 +262,11 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 	}
 	fmt.Fprintf(stdout, "\nthe carts round oversold nothing: %d units came back from abandoned carts, %d were sold again; the audit agrees with the shoppers\n",
 		carts.Expired, carts.Resold)
-	fmt.Fprintf(stdout, "\nthe unsafe and the %s rounds side by side: %s\n", rows[1].Strategy, pageLink(o.html))
+	link := pageLink(o.html)
+	if o.url != "" { // in a container: say how to get it out
+		link = o.html + " (from the compose stack: docker compose cp demo:" + o.html + " .)"
+	}
+	fmt.Fprintf(stdout, "\nthe unsafe and the %s rounds side by side: %s\n", rows[1].Strategy, link)
 	return nil
 }
 

@@ -10,6 +10,7 @@ package compose
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,8 +63,11 @@ func TestComposeStack(t *testing.T) {
 	// network fills that layer of the cache, and compose's own build reuses it.
 	run(ctx, t, "docker", "build", "--network", "host", "--target", "build", "-t", project+"-build-cache", ".")
 
+	// STOCKGUARD_COMPOSE_FILE runs another file of the repository's root, such as
+	// a deliberately broken copy, to see this test fail.
+	file := cmp.Or(os.Getenv("STOCKGUARD_COMPOSE_FILE"), "docker-compose.yml")
 	dc := func(args ...string) []string {
-		return append(append(append([]string{}, composeCmd...), "-p", project, "-f", "docker-compose.yml"), args...)
+		return append(append(append([]string{}, composeCmd...), "-p", project, "-f", file), args...)
 	}
 	t.Cleanup(func() { // always: on failure and on Ctrl-C too
 		step(t, "down -v")
