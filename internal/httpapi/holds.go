@@ -107,8 +107,8 @@ func (s *server) confirmHold(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var items []orders.Item
-	if len(req.Items) > 0 {
+	var items []orders.Item // nil: "items" left out, every held unit
+	if req.Items != nil {   // sent, even empty: the units it lists (empty is invalid)
 		items = placeOrderRequest(req).items()
 	}
 	placed, err := s.orders.Confirm(c.Request.Context(), orders.ConfirmRequest{ID: c.Param("id"), Items: items, IdempotencyKey: key})

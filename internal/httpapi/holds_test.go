@@ -70,6 +70,16 @@ func TestHoldAnswers(t *testing.T) {
 				m.EXPECT().Confirm(mock.Anything, orders.ConfirmRequest{ID: "h1", Items: []orders.Item{{SKU: "A-1", Quantity: 1}}, IdempotencyKey: "c1"}).
 					Return(orders.Placed{Order: order, Replayed: true}, nil).Once()
 			}, wantStatus: 201, wantHeader: map[string]string{"Idempotent-Replayed": "true"}},
+		{name: "confirm with an empty list is invalid, never all", call: call{method: "POST", path: "/v1/reservations/h1/confirm",
+			body: `{"items":[]}`, offContract: true},
+			expect: func(m *mocks.Orders) {
+				m.EXPECT().Confirm(mock.Anything, orders.ConfirmRequest{ID: "h1", Items: []orders.Item{}}).
+					Return(orders.Placed{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: "items", Message: "an order needs at least one line"}}}).Once()
+			}, wantStatus: 422, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#invalid"},
+		{name: "confirm with an empty object is all", call: call{method: "POST", path: "/v1/reservations/h1/confirm", body: `{}`},
+			expect: func(m *mocks.Orders) {
+				m.EXPECT().Confirm(mock.Anything, orders.ConfirmRequest{ID: "h1"}).Return(orders.Placed{Order: order}, nil).Once()
+			}, wantStatus: 201},
 		{name: "confirm a released hold", call: call{method: "POST", path: "/v1/reservations/h1/confirm"},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Confirm(mock.Anything, mock.Anything).Return(orders.Placed{}, ended(orders.HoldReleased)).Once()

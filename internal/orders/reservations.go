@@ -58,8 +58,9 @@ type Held struct {
 }
 
 // ConfirmRequest confirms hold ID into an order: every unit held when Items is
-// empty, else the units Items lists (at most what is held of each SKU; SKUs it
-// leaves out confirm none), the rest going back to available at once.
+// nil, else the units Items lists (at most what is held of each SKU; SKUs it
+// leaves out confirm none), the rest going back to available at once. A
+// non-nil empty Items is invalid, as an order without lines is.
 type ConfirmRequest struct {
 	ID             string
 	Items          []Item

@@ -61,7 +61,7 @@ func (s *Service) Reservation(ctx context.Context, id string) (orders.Reservatio
 // no key and the same units) of a confirm that succeeded replays its order.
 func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error) {
 	var items []orders.Item
-	if len(req.Items) > 0 {
+	if req.Items != nil { // an empty list confirms nothing: refused, never read as "all"
 		var err error
 		if items, err = orders.Normalize(req.Items); err != nil {
 			return orders.Placed{}, err

@@ -212,6 +212,13 @@ func TestHoldIdempotency(t *testing.T) {
 			t.Fatalf("an order under a hold's key: %v", err)
 		}
 		id := first.Reservation.ID
+		// An empty list of units confirms nothing: refused, the hold left as it was.
+		if _, err := r.svc.Confirm(ctx, orders.ConfirmRequest{ID: id, Items: []orders.Item{}}); !errors.Is(err, orders.ErrInvalid) {
+			t.Fatalf("a confirm of an empty list: %v, want invalid", err)
+		}
+		if st, _ := r.svc.Stock(ctx, "A"); st.Sold != 0 || st.Reserved != 2 {
+			t.Fatalf("after a refused empty confirm: %+v", st)
+		}
 		c1, err := r.svc.Confirm(ctx, orders.ConfirmRequest{ID: id, IdempotencyKey: "c1"})
 		if err != nil {
 			t.Fatal(err)
