@@ -29,7 +29,7 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 		return orders.Held{}, err
 	}
 	if err := s.known(ctx, items); err != nil {
-		s.obs.OrderRefused(reason(err))
+		s.refused(err)
 		return orders.Held{}, err
 	}
 	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
@@ -42,7 +42,7 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	r := s.placer.place(ctx, p)
 	switch {
 	case r.err != nil:
-		s.obs.OrderRefused(reason(r.err))
+		s.refused(r.err)
 		return orders.Held{}, r.err
 	case r.replay != nil:
 		return s.replayHold(ctx, *r.replay)

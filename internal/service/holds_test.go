@@ -205,11 +205,15 @@ func TestHoldIdempotency(t *testing.T) {
 		if err != nil || !again.Replayed || again.Reservation.ID != first.Reservation.ID || !again.Reservation.ExpiresAt.Equal(first.Reservation.ExpiresAt) {
 			t.Fatalf("replay: %+v %v, first %+v", again, err, first)
 		}
+		refusedBefore := r.obs.refused.Load()
 		if _, err := r.svc.Hold(ctx, orders.HoldRequest{Items: req.Items, TTL: time.Hour, IdempotencyKey: "h1"}); !errors.Is(err, orders.ErrIdempotencyMismatch) {
 			t.Fatalf("another TTL under the key: %v", err)
 		}
 		if _, err := r.svc.Place(ctx, orders.PlaceRequest{Items: req.Items, IdempotencyKey: "h1"}); !errors.Is(err, orders.ErrIdempotencyMismatch) {
 			t.Fatalf("an order under a hold's key: %v", err)
+		}
+		if n := r.obs.refused.Load() - refusedBefore; n != 0 { // the client's mistake, not the service's
+			t.Fatalf("a reused key counted as %d refusals", n)
 		}
 		id := first.Reservation.ID
 		// An empty list of units confirms nothing: refused, the hold left as it was.

@@ -202,7 +202,7 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 		return orders.Placed{}, err
 	}
 	if err := s.known(ctx, items); err != nil {
-		s.obs.OrderRefused(reason(err))
+		s.refused(err)
 		return orders.Placed{}, err
 	}
 	now := s.now()
@@ -210,7 +210,7 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 	r := s.placer.place(ctx, orders.Placement{Order: o, Key: req.IdempotencyKey, Hash: hashItems(items)})
 	switch {
 	case r.err != nil:
-		s.obs.OrderRefused(reason(r.err))
+		s.refused(r.err)
 		return orders.Placed{}, r.err
 	case r.replay != nil:
 		return s.replay(ctx, *r.replay)
@@ -451,6 +451,16 @@ func newID(now time.Time) string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return strconv.FormatInt(now.UnixMilli(), 36) + "-" + hex.EncodeToString(b)
+}
+
+// refused counts a refusal by its reason. A client's own mistake (an invalid
+// request, a key reused with another body) is not counted, as validation
+// errors are not: dashboards and alerts on refusals must not blame the service.
+func (s *Service) refused(err error) {
+	if errors.Is(err, orders.ErrInvalid) || errors.Is(err, orders.ErrIdempotencyMismatch) {
+		return
+	}
+	s.obs.OrderRefused(reason(err))
 }
 
 func reason(err error) string {
