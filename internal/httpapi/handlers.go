@@ -204,28 +204,36 @@ type list[T any] struct {
 // defaultPage is a listing's page size when limit is not given.
 const defaultPage = 20
 
-// pageParams reads limit and starting_after; a limit that is not a number is
-// 0, which the use case refuses by name.
-func pageParams(c *gin.Context) (string, int) {
+// pageParams reads limit and starting_after. A limit that is not an integer is
+// refused here, saying so; the use case refuses one out of range by name.
+func pageParams(c *gin.Context) (string, int, error) {
 	limit := defaultPage
 	if v, ok := c.GetQuery("limit"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			n = 0
+			return "", 0, &orders.ValidationError{Fields: []orders.FieldError{{Field: "limit", Message: fmt.Sprintf("must be an integer, not %q", v)}}}
 		}
 		limit = n
 	}
-	return c.Query("starting_after"), limit
+	return c.Query("starting_after"), limit, nil
 }
 
 func (s *server) listSKUs(c *gin.Context) {
-	after, limit := pageParams(c)
+	after, limit, err := pageParams(c)
+	if err != nil {
+		s.problem(c, err)
+		return
+	}
 	data, more, err := s.orders.SKUs(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
 
 func (s *server) listOrders(c *gin.Context) {
-	after, limit := pageParams(c)
+	after, limit, err := pageParams(c)
+	if err != nil {
+		s.problem(c, err)
+		return
+	}
 	data, more, err := s.orders.Orders(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
@@ -261,8 +269,10 @@ func (s *server) admin(c *gin.Context) {
 	h := c.GetHeader("Authorization")
 	token, ok := strings.CutPrefix(h, "Bearer ")
 	switch {
-	case h == "" || !ok || token == "":
-		s.problem(c, errUnauthorized)
+	case h == "":
+		s.problem(c, fmt.Errorf("%w: no Authorization header", errUnauthorized))
+	case !ok || token == "":
+		s.problem(c, fmt.Errorf(`%w: the Authorization header must be "Bearer " and the token`, errUnauthorized))
 	case s.cfg.AdminToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) != 1:
 		s.problem(c, errForbidden)
 	default:

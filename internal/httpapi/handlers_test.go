@@ -166,11 +166,13 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 	for _, tc := range []struct {
 		name, auth string
 		want       int
+		detail     string // in the problem's detail
 	}{
-		{"no header", "", 401},
-		{"not bearer", "Basic " + token, 401},
-		{"wrong token", "Bearer nope", 403},
-		{"right token", "Bearer " + token, 200},
+		{"no header", "", 401, "no Authorization header"},
+		{"not bearer", "Basic " + token, 401, `must be \"Bearer \" and the token`},
+		{"the token alone", token, 401, `must be \"Bearer \" and the token`},
+		{"wrong token", "Bearer nope", 403, ""},
+		{"right token", "Bearer " + token, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mocks.NewOrders(t)
@@ -194,6 +196,9 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 				}
 				if tc.want >= 400 {
 					wantProblem(t, w, tc.want, "")
+				}
+				if !strings.Contains(w.Body.String(), tc.detail) {
+					t.Fatalf("%s %s: %s, want a detail with %s", c.method, c.path, w.Body, tc.detail)
 				}
 			}
 		})

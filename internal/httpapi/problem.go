@@ -18,7 +18,7 @@ var (
 	errTooLarge     = errors.New("request body too large")
 	errBodyTimeout  = errors.New("request body not received in time")
 	errMediaType    = errors.New("request body must be application/json")
-	errUnauthorized = errors.New("missing admin token")
+	errUnauthorized = errors.New("admin token required")
 	errForbidden    = errors.New("wrong admin token")
 	errNoRoute      = errors.New("no such route")
 	errNoMethod     = errors.New("method not allowed on this route")
