@@ -37,8 +37,9 @@ type Orders interface {
 
 // Config tunes the HTTP layer.
 type Config struct {
-	// AdminToken guards restock and audit (Authorization: Bearer <token>). Empty
-	// turns the admin API off: every admin call is refused.
+	// AdminToken guards the admin API: restock, set stock, the order list and the
+	// audit (Authorization: Bearer <token>). Empty turns the admin API off: every
+	// admin call is refused.
 	AdminToken string
 	// MaxBody bounds a request body; larger ones get 413. Default 16 KiB.
 	MaxBody int64
