@@ -26,6 +26,16 @@ help: ## List the targets (in colour on a terminal only, and not with NO_COLOR s
 demo: ## Run the demo on embedded defaults: oversell shown, then prevented; then a flash sale with carts that expire. The page of both rounds: DEMO_HTML (bin/demo.html).
 	$(GO) run ./cmd/demo -html '$(DEMO_HTML)'
 
+# make run's services: this machine's, unless DATABASE_URL and REDIS_URL say otherwise.
+RUN_DATABASE_URL ?= $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
+RUN_REDIS_URL    ?= $(or $(REDIS_URL),redis://127.0.0.1:6379/0)
+RUN_ADMIN_TOKEN  ?= $(or $(STOCKGUARD_ADMIN_TOKEN),dev-admin-token)
+
+.PHONY: run
+run: ## Run one replica on :8080 against this machine's PostgreSQL and Redis (DATABASE_URL, REDIS_URL override), admin token dev-admin-token, text logs.
+	DATABASE_URL='$(RUN_DATABASE_URL)' REDIS_URL='$(RUN_REDIS_URL)' STOCKGUARD_ADMIN_TOKEN='$(RUN_ADMIN_TOKEN)' \
+	STOCKGUARD_ADDR=$${STOCKGUARD_ADDR:-127.0.0.1:8080} $(GO) run ./cmd/stockguard serve
+
 .PHONY: test
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set).
 	$(GO) test $(TEST_FLAGS) ./...
