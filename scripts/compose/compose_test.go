@@ -87,10 +87,17 @@ func TestComposeStack(t *testing.T) {
 	watch := watchHealth(ctx, started)
 	demoOut, code := stream(ctx, t, dc("up", "--build", "--exit-code-from", "demo", "demo")...)
 	healthyAfter, createdAfter := watch()
-	t.Logf("docker compose up: demo exited %d after %s; every service healthy %s after up, %s after its first container "+
-		"appeared (before that: the images' cached rebuild and the containers' creation)",
-		code, time.Since(started).Round(time.Second), healthyAfter, healthyAfter-createdAfter)
+	if healthyAfter < 0 {
+		t.Logf("docker compose up: demo exited %d after %s; not every service became healthy", code, time.Since(started).Round(time.Second))
+	} else {
+		t.Logf("docker compose up: demo exited %d after %s; every service healthy %s after up, %s after its first container "+
+			"appeared (before that: the images' cached rebuild and the containers' creation)",
+			code, time.Since(started).Round(time.Second), healthyAfter, healthyAfter-createdAfter)
+	}
 	if code != 0 {
+		h, _ := health(ctx)
+		t.Logf("health: %v; the last lines of every service:", h)
+		_, _ = stream(ctx, t, dc("logs", "--no-color", "--tail", "5")...)
 		t.Fatalf("docker compose up --exit-code-from demo exited %d", code)
 	}
 	accepted := checkDemoTables(t, demoOut)
