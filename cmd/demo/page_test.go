@@ -207,8 +207,12 @@ func checkScreenshot(t *testing.T, path string) {
 	if n := count(0, half, colourBelow); n < 2000 {
 		t.Errorf("unsafe half: %d pixels of the band below zero, want it drawn", n)
 	}
-	if n := count(half, shotW, colourBelow); n != 0 {
-		t.Errorf("default half: %d pixels of the band below zero, want none", n)
+	// A band is a rectangle the plot's width (566 px) by at least a pixel or so;
+	// a few pixels of its colour are the anti-aliased edges of the orange and
+	// pink replica lines over white (one was seen in CI), not a band. The page's
+	// data (checkPageData) says exactly whether the stock went below zero.
+	if n := count(half, shotW, colourBelow); n >= 200 {
+		t.Errorf("default half: %d pixels of the band below zero, want none (a few stray anti-aliased ones at most)", n)
 	}
 }
 
