@@ -12,11 +12,12 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
+// testAdmin is the fake service's admin token.
+const testAdmin = "test-admin-token"
+
 // The carts round's checks pass on figures that add up and fail on each kind
 // that does not: a fake service answers the audit and the abandoned cart's
 // status, after shoppers who held 3 units, bought 2 and left 1 to expire.
-const testAdmin = "test-admin-token"
-
 func TestCartsAuditChecks(t *testing.T) {
 	good := orders.Stock{SKU: "CART-T", Available: 0, Reserved: 0, Sold: 2, Stocked: 2}
 	cases := []struct {

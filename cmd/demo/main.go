@@ -162,6 +162,9 @@ func runStack(ctx context.Context, o options, co cartOptions, stdout io.Writer, 
 		o.loadtest = filepath.Join(filepath.Dir(self), "loadtest")
 	}
 	o.lock = "the stack's lock service"
+	if len(o.replicaURLs) > 0 { // what the tables and the page say: the replicas named, not -replicas
+		o.replicas = len(o.replicaURLs)
+	}
 	running := map[string]cluster{
 		string(orders.StrategyUnsafe):  {url: strings.TrimRight(o.unsafeURL, "/"), replicas: o.unsafeReplicaURLs},
 		string(orders.DefaultStrategy): {url: strings.TrimRight(o.url, "/"), replicas: o.replicaURLs},
