@@ -319,7 +319,7 @@ func (s *server) readyz(c *gin.Context) {
 }
 
 // decode reads a JSON body strictly: application/json, at most MaxBody bytes, no
-// unknown fields, no key twice in one object, nothing after the value.
+// unknown fields, no key twice in one object, no null, nothing after the value.
 func (s *server) decode(c *gin.Context, dst any) error {
 	return decodeBody(c.GetHeader("Content-Type"), http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBody), dst)
 }
@@ -351,7 +351,32 @@ func decodeBody(contentType string, body io.Reader, dst any) error {
 		}
 		return fmt.Errorf("%w: key %q given twice in one object", errBadJSON, key)
 	}
+	if null, err := hasNull(data); err != nil || null {
+		if err != nil {
+			return decodeError(err)
+		}
+		return fmt.Errorf("%w: null is the value of no field (leave the field out)", errBadJSON)
+	}
 	return nil
+}
+
+// hasNull reports whether data, one JSON value, is or holds a null. No field of
+// any request takes null, and encoding/json would read one as left out: a
+// confirm's "items":null (or a body of null) as every held unit.
+func hasNull(data []byte) (bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if tok == nil {
+			return true, nil
+		}
+	}
 }
 
 // duplicateKey returns the first key that data, one JSON value, has twice in the
