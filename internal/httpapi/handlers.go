@@ -205,7 +205,9 @@ type list[T any] struct {
 const defaultPage = 20
 
 // pageParams reads limit and starting_after. A limit that is not an integer is
-// refused here, saying so; the use case refuses one out of range by name.
+// refused here, saying so; the use case refuses one out of range by name. An
+// empty starting_after is refused too, not read as the first page: a client
+// that sends one has lost its cursor.
 func pageParams(c *gin.Context) (string, int, error) {
 	limit := defaultPage
 	if v, ok := c.GetQuery("limit"); ok {
@@ -215,7 +217,12 @@ func pageParams(c *gin.Context) (string, int, error) {
 		}
 		limit = n
 	}
-	return c.Query("starting_after"), limit, nil
+	after, ok := c.GetQuery("starting_after")
+	if ok && after == "" {
+		return "", 0, &orders.ValidationError{Fields: []orders.FieldError{{Field: "starting_after",
+			Message: "must not be empty: leave it out for the first page"}}}
+	}
+	return after, limit, nil
 }
 
 func (s *server) listSKUs(c *gin.Context) {
