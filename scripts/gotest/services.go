@@ -93,7 +93,7 @@ func probeRedis(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func probePostgres(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	params := "user\x00postgres\x00database\x00test\x00\x00"
 	msg := binary.BigEndian.AppendUint32(nil, uint32(8+len(params)))
 	msg = binary.BigEndian.AppendUint32(msg, 3<<16)
@@ -158,7 +158,7 @@ func probeMySQL(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	r := bufio.NewReader(c)
 	greeting, _, err := readMySQLPacket(r)
 	if err != nil {
