@@ -60,19 +60,26 @@ type envFlags struct {
 	getenv  func(string) string
 	errs    []error
 	secrets []func(set map[string]bool)
+	envs    map[string]string // each flag's environment variable, for the README's table
+}
+
+// env records a flag's variable and returns the suffix of its help.
+func (e *envFlags) env(name, env string) string {
+	e.envs[name] = env
+	return " ($" + env + ")"
 }
 
 func (e *envFlags) str(p *string, name, env, def, help string) {
 	if v := e.getenv(env); v != "" {
 		def = v
 	}
-	e.fs.StringVar(p, name, def, help+" ($"+env+")")
+	e.fs.StringVar(p, name, def, help+e.env(name, env))
 }
 
 // secret is str for values that must not show in --help: the environment's
 // value applies when the flag is not given, but is not printed as its default.
 func (e *envFlags) secret(p *string, name, env, def, help string) {
-	e.fs.StringVar(p, name, def, help+" ($"+env+")")
+	e.fs.StringVar(p, name, def, help+e.env(name, env))
 	e.secrets = append(e.secrets, func(set map[string]bool) {
 		if v := e.getenv(env); v != "" && !set[name] {
 			*p = v
@@ -88,7 +95,7 @@ func (e *envFlags) duration(p *time.Duration, name, env string, def time.Duratio
 		}
 		def = d
 	}
-	e.fs.DurationVar(p, name, def, help+" ($"+env+")")
+	e.fs.DurationVar(p, name, def, help+e.env(name, env))
 }
 
 func (e *envFlags) integer(p *int, name, env string, def int, help string) {
@@ -99,7 +106,7 @@ func (e *envFlags) integer(p *int, name, env string, def int, help string) {
 		}
 		def = n
 	}
-	e.fs.IntVar(p, name, def, help+" ($"+env+")")
+	e.fs.IntVar(p, name, def, help+e.env(name, env))
 }
 
 func (e *envFlags) boolean(p *bool, name, env string, help string, deflt ...bool) {
@@ -111,13 +118,13 @@ func (e *envFlags) boolean(p *bool, name, env string, help string, deflt ...bool
 		}
 		def = b
 	}
-	e.fs.BoolVar(p, name, def, help+" ($"+env+")")
+	e.fs.BoolVar(p, name, def, help+e.env(name, env))
 }
 
 func newFlags(name string, getenv func(string) string, stderr io.Writer) *envFlags {
 	fs := flag.NewFlagSet("stockguard "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	return &envFlags{fs: fs, getenv: getenv}
+	return &envFlags{fs: fs, getenv: getenv, envs: map[string]string{}}
 }
 
 func (e *envFlags) parse(args []string) error {
@@ -142,6 +149,17 @@ func logFlags(e *envFlags, level, format *string) {
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
+	e := serveFlags(&c, getenv, stderr)
+	c.azureConnString = getenv(azureConnStringEnv)
+	if err := e.parse(args); err != nil {
+		return c, err
+	}
+	return c, c.check()
+}
+
+// serveFlags declares serve's flags into c: the settings of a replica, as
+// --help and the README's table show them.
+func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *envFlags {
 	e := newFlags("serve", getenv, stderr)
 	e.str(&c.addr, "addr", "STOCKGUARD_ADDR", ":8080", "address to listen on")
 	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
@@ -168,49 +186,50 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	e.str(&c.pprofAddr, "pprof-addr", "STOCKGUARD_PPROF_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address; empty turns them off")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
-	c.azureConnString = getenv(azureConnStringEnv)
-	if err := e.parse(args); err != nil {
-		return c, err
-	}
+	return e
+}
+
+// check refuses settings that are invalid or contradict each other.
+func (c serveConfig) check() error {
 	switch s := orders.Strategy(c.strategy); {
 	case !s.Valid():
-		return c, fmt.Errorf("unknown strategy %q (want %s)", c.strategy, strategyList())
+		return fmt.Errorf("unknown strategy %q (want %s)", c.strategy, strategyList())
 	case s == orders.StrategyUnsafe && !c.allowOversell:
-		return c, errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
+		return errors.New("strategy unsafe oversells on purpose: it runs only with --allow-oversell")
 	}
 	if c.lockReplicas < 0 {
-		return c, errors.New("lock-replicas must be 0 or more")
+		return errors.New("lock-replicas must be 0 or more")
 	}
 	// Every URL is checked before anything is opened.
 	if err := gormstore.CheckURL(c.databaseURL); err != nil {
-		return c, fmt.Errorf("database-url: %w", err)
+		return fmt.Errorf("database-url: %w", err)
 	}
 	if c.redisURL != "" {
 		if err := rediscache.CheckURL(c.redisURL); err != nil {
-			return c, fmt.Errorf("redis-url: %w", redactURLError(err))
+			return fmt.Errorf("redis-url: %w", redactURLError(err))
 		}
 	}
 	if err := checkLockURL(c.lockURL, c.lockReplicas); err != nil {
-		return c, err
+		return err
 	}
 	if c.maxBatch < 1 || c.maxQueue < 1 || c.dbMaxConns < 1 {
-		return c, errors.New("max-batch, max-queue and db-max-conns must be at least 1")
+		return errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
 		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 {
-		return c, errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window and sweep-interval must be positive")
+		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window and sweep-interval must be positive")
 	}
 	if c.maxHoldTTL < orders.MinHoldTTL {
-		return c, fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)
+		return fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)
 	}
 	if c.shutdownTimeout < c.requestTimeout {
-		return c, errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
+		return errors.New("shutdown-timeout must be at least request-timeout, so requests in flight can finish")
 	}
 	// Settings that contradict each other: a wait no request lives to see out.
 	if c.lockWait >= c.requestTimeout {
-		return c, fmt.Errorf("lock-wait (%s) must be below request-timeout (%s): every request ends at request-timeout, so a longer wait would answer the request's timeout instead of busy", c.lockWait, c.requestTimeout)
+		return fmt.Errorf("lock-wait (%s) must be below request-timeout (%s): every request ends at request-timeout, so a longer wait would answer the request's timeout instead of busy", c.lockWait, c.requestTimeout)
 	}
-	return c, nil
+	return nil
 }
 
 // batchTimeout bounds one lock-batch critical section, the lock wait included:
