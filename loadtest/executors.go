@@ -89,12 +89,18 @@ func runVUs(parent context.Context, peak int, d time.Duration, target func(time.
 	start := time.Now()
 	stats := make([]*vuStats, peak)
 	var wg sync.WaitGroup
+	// The VUs due at the start count as running before their goroutines are
+	// scheduled, so that the vus gauge never samples a constant run half started.
+	first := target(0)
 	for i := range peak {
 		stats[i] = newVU()
+		active := i < first
+		if active {
+			lv.vuDelta(1)
+		}
 		wg.Go(func() {
 			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
-			active := false
 			defer func() {
 				if active {
 					lv.vuDelta(-1)

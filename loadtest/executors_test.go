@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +20,10 @@ type fakeService struct {
 	mu       sync.Mutex
 	samples  []sample // in-flight count at each arrival
 	start    time.Time
+	// slowFrom, slowLeft and slowFor: the first slowLeft requests arriving
+	// slowFrom after start take slowFor more.
+	slowFrom, slowFor time.Duration
+	slowLeft          atomic.Int64
 }
 
 type sample struct {
@@ -35,9 +41,13 @@ func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.inFlight.Add(-1)
 	f.mu.Lock()
 	f.samples = append(f.samples, sample{time.Since(f.start), n})
+	at := time.Since(f.start)
 	f.mu.Unlock()
 	if f.delay > 0 {
 		time.Sleep(f.delay) // the service's own time per request
+	}
+	if f.slowFor > 0 && at >= f.slowFrom && f.slowLeft.Add(-1) >= 0 {
+		time.Sleep(f.slowFor) // a slow answer that outlasts the run
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(http.StatusConflict)
@@ -89,6 +99,33 @@ func TestConstantVUsKeepsThatManyInFlight(t *testing.T) {
 	// A closed model: 8 VUs with 5ms answers cannot run more than 1,600 a second.
 	if sum.Iterations < 8 || sum.Iterations > 1600+8 {
 		t.Fatalf("%d iterations in 1s with 8 VUs and 5ms answers", sum.Iterations)
+	}
+}
+
+func TestVUsGaugeOfAConstantRunIsItsVUs(t *testing.T) {
+	// Half the VUs are still in a request for 3s after the run's 2s are up, the
+	// others stop at 2s: a sample taken while they finish would read 4.
+	f := &fakeService{delay: 5 * time.Millisecond, slowFrom: 1500 * time.Millisecond, slowFor: 3 * time.Second}
+	f.slowLeft.Store(4)
+	sum := runAgainst(t, f, Scenario{Executor: ConstantVUs, VUs: 8, Duration: Duration(2 * time.Second)})
+	var text bytes.Buffer
+	sum.WriteText(&text)
+	if g := sum.VUs; g.Value != 8 || g.Min != 8 || g.Max != 8 || !strings.Contains(text.String(), "vus"+strings.Repeat(".", 29)+": 8 min=8 max=8\n") {
+		t.Fatalf("vus %d min=%d max=%d for a constant run of 8 VUs:\n%s", g.Value, g.Min, g.Max, text.String())
+	}
+	if f.slowLeft.Load() >= 0 {
+		t.Fatal("the 4 slow answers were not all given before the run ended: nothing outlasted it")
+	}
+}
+
+func TestVUsGaugeOfARampShowsTheRamp(t *testing.T) {
+	// 0 to 8 VUs over 2s, then 8 for 1.5s: about 4 at the first second's sample,
+	// 8 at the third's.
+	f := &fakeService{delay: 5 * time.Millisecond}
+	sum := runAgainst(t, f, Scenario{Executor: RampingVUs, StartVUs: 0,
+		Stages: []Stage{{Duration: Duration(2 * time.Second), Target: 8}, {Duration: Duration(1500 * time.Millisecond), Target: 8}}})
+	if g := sum.VUs; g.Min >= g.Max || g.Max != 8 || g.Value != 8 {
+		t.Fatalf("vus %d min=%d max=%d for a ramp from 0 to 8 held 1.5s; want a min below 8, a max and a last value of 8", g.Value, g.Min, g.Max)
 	}
 }
 

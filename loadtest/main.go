@@ -248,7 +248,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	start := time.Now()
 	rec.start = start
 	stop := showProgress(progress, lv, start, longest)
-	stopVUs := sampleVUs(lv)
+	stopVUs := sampleVUs(lv, start, longest)
 	var mu sync.Mutex
 	var all []*vuStats
 	var wg sync.WaitGroup

@@ -160,9 +160,22 @@ type vuGauge struct {
 	samples         int
 }
 
-// sampleVUs samples lv's VUs each second until stopped. A run shorter than a
-// second has no sample; its gauge is then the most VUs it had.
-func sampleVUs(lv *live) (stop func() vuGauge) {
+// add takes one sample.
+func (g *vuGauge) add(v int64) {
+	if g.samples == 0 || v < g.Min {
+		g.Min = v
+	}
+	g.Max = max(g.Max, v)
+	g.Value = v
+	g.samples++
+}
+
+// sampleVUs samples lv's VUs each second of the scenarios' time, the first
+// scheduled seconds from start, until stopped. A tick after that time is not a
+// sample: the VUs then are only finishing their last iterations (in the graceful
+// stop), one by one, and a constant run of 64 VUs would read as fewer. A run
+// shorter than a second has no sample; its gauge is then the most VUs it had.
+func sampleVUs(lv *live, start time.Time, scheduled time.Duration) (stop func() vuGauge) {
 	done := make(chan struct{})
 	out := make(chan vuGauge, 1)
 	go func() {
@@ -180,13 +193,12 @@ func sampleVUs(lv *live) (stop func() vuGauge) {
 				return
 			case <-tick.C:
 			}
+			// Read before the clock: a count read while still in time was read
+			// before any scenario's deadline, so before any VU began to stop.
 			v := lv.vus.Load()
-			if g.samples == 0 || v < g.Min {
-				g.Min = v
+			if time.Since(start) < scheduled {
+				g.add(v)
 			}
-			g.Max = max(g.Max, v)
-			g.Value = v
-			g.samples++
 		}
 	}()
 	return func() vuGauge { close(done); return <-out }
