@@ -43,6 +43,7 @@ type Summary struct {
 	// for orders.
 	Ceiling  string
 	Verdicts []Verdict
+	// Timeline is each whole second of the run (a last part-second is left out).
 	Timeline []Point
 }
 
@@ -116,7 +117,10 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 	}
 	rec.secMu.Lock()
 	defer rec.secMu.Unlock()
-	for i, sec := range rec.secs {
+	// Whole seconds only: the last one the run ended in holds a fraction of a
+	// second's requests, and would chart as a fall in throughput that never was.
+	whole := min(len(rec.secs), int(d/time.Second))
+	for i, sec := range rec.secs[:whole] {
 		s.Timeline = append(s.Timeline, Point{Second: i, Reqs: sec.reqs, Failed: sec.failed,
 			P50: ms(sec.lat.ValueAtQuantile(50)), P95: ms(sec.lat.ValueAtQuantile(95)), P99: ms(sec.lat.ValueAtQuantile(99))})
 	}

@@ -49,3 +49,39 @@ func TestSummaryOutputs(t *testing.T) {
 		t.Fatalf("the chart is not two self-contained plots of 2 and 3 lines:\n%s", html)
 	}
 }
+
+func TestTimelineLeavesOutTheLastPartSecond(t *testing.T) {
+	// 100 requests in each of 3 whole seconds, then 10 in the 0.2s before the
+	// run ended: that last second would chart as 10 req/s.
+	rec := newRecorder()
+	sh := &rec.shards[0]
+	for sec := range 3 {
+		for i := range 100 {
+			rec.request(sh, kindOther, rec.start.Add(time.Duration(sec)*time.Second+time.Duration(i)*time.Millisecond), time.Millisecond, false)
+		}
+	}
+	for i := range 10 {
+		rec.request(sh, kindOther, rec.start.Add(3*time.Second+time.Duration(i)*10*time.Millisecond), time.Millisecond, false)
+	}
+	s := summarize(3200*time.Millisecond, nil, &live{}, rec, nil)
+	if len(s.Timeline) != 3 {
+		t.Fatalf("%d seconds in the timeline of a 3.2s run, want its 3 whole ones: %+v", len(s.Timeline), s.Timeline)
+	}
+	for _, p := range s.Timeline {
+		if p.Reqs != 100 {
+			t.Errorf("second %d: %d requests, want 100", p.Second, p.Reqs)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.html")
+	if err := s.WriteChart(path, "run"); err != nil {
+		t.Fatal(err)
+	}
+	html, _ := os.ReadFile(path)
+	// The throughput's first polyline is the requests: 3 points, none at 0.
+	_, after, _ := strings.Cut(string(html), `<polyline fill="none" stroke="#2b6cb0" stroke-width="2" points="`)
+	pts, _, _ := strings.Cut(after, `"`)
+	if n := len(strings.Fields(pts)); n != 3 {
+		t.Fatalf("the requests' line has %d points, want 3: %q", n, pts)
+	}
+}
+
