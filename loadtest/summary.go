@@ -320,6 +320,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	trendLine("http_req_duration", s.reqDur)
 	line("http_req_failed", "%.2f%% ✓ %d ✗ %d", 100*ratio(s.Failed, s.Reqs), s.Failed, s.Reqs-s.Failed)
+	fmt.Fprint(w, failedNote)
 	line("http_reqs", "%d %.1f/s", s.Reqs, perSec(s.Reqs))
 	trendLine("iteration_duration", s.iterDur)
 	line("iterations", "%d %.1f/s", s.Iterations, perSec(s.Iterations))
@@ -363,6 +364,12 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	s.writeVerdicts(w)
 }
+
+// failedNote says what http_req_failed's marks count, under its line: k6's
+// convention for a rate (✓ the samples that are true, here the failed
+// requests), which reads otherwise as that many failures.
+const failedNote = "       ↳  ✓ counts failed requests, ✗ the others (k6's convention for rates); a failure is no answer " +
+	"or a status not expected: a 409 for stock (or a hold's 410) is not one\n"
 
 func (s *Summary) writeVerdicts(w io.Writer) {
 	if len(s.Verdicts) > 0 {

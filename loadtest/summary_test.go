@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,3 +86,12 @@ func TestTimelineLeavesOutTheLastPartSecond(t *testing.T) {
 	}
 }
 
+func TestHTTPReqFailedMarksAreExplained(t *testing.T) {
+	var text bytes.Buffer
+	sampleSummary().WriteText(&text)
+	// What http_req_failed's ✓ and ✗ count is said once, under its line.
+	if n := strings.Count(text.String(), "✓ counts failed requests"); n != 1 ||
+		!regexp.MustCompile(`http_req_failed\.+: 1\.00% ✓ 3 ✗ 297\n +↳  ✓ counts failed requests, ✗ the others \(k6's convention for rates\); [^\n]*409`).MatchString(text.String()) {
+		t.Fatalf("http_req_failed's marks explained %d times, or not under its line:\n%s", n, text.String())
+	}
+}
