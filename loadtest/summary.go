@@ -32,6 +32,9 @@ type Summary struct {
 	Dropped    int64
 	Accepted   int64
 	Refused    int64
+	// Unanswered is the orders with neither a 201 nor a 409 for stock (no
+	// answer, another status): asked about again at teardown.
+	Unanswered int64
 	Cancelled  int64
 	Abandoned  int64
 	BytesIn    int64
@@ -89,6 +92,7 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 		s.Iterations += v.iterations
 		s.Accepted += v.accepted
 		s.Refused += v.refused
+		s.Unanswered += int64(len(v.unknown))
 		s.Cancelled += v.cancelled
 		s.Abandoned += v.abandoned
 	}
@@ -333,6 +337,11 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	line("orders_accepted", "%d (cancelled %d)", s.Accepted, s.Cancelled)
 	line("orders_refused", "%d", s.Refused)
+	if sent := s.ordersSent(); sent > 0 {
+		line("orders", "%d sent: %d placed (%.1f%%), %d refused for stock (%.1f%%), %d errors or unanswered (%.1f%%)",
+			sent, s.Accepted, 100*ratio(s.Accepted, sent), s.Refused, 100*ratio(s.Refused, sent),
+			s.Unanswered, 100*ratio(s.Unanswered, sent))
+	}
 	line("units_stocked", "%d", s.Audit.Stocked)
 	line("units_sold", "%d by clients' count, %d by the service's", s.Audit.ClientSold, s.Audit.ServerSold)
 	line("oversold", "%d", s.Audit.Oversold)
@@ -370,6 +379,10 @@ func (s *Summary) WriteText(w io.Writer) {
 // requests), which reads otherwise as that many failures.
 const failedNote = "       ↳  ✓ counts failed requests, ✗ the others (k6's convention for rates); a failure is no answer " +
 	"or a status not expected: a 409 for stock (or a hold's 410) is not one\n"
+
+// ordersSent is every order the VUs placed (a retry with the same key is the
+// same order): placed, refused, or neither.
+func (s *Summary) ordersSent() int64 { return s.Accepted + s.Refused + s.Unanswered }
 
 func (s *Summary) writeVerdicts(w io.Writer) {
 	if len(s.Verdicts) > 0 {
@@ -422,6 +435,9 @@ func (s *Summary) ownJSON() map[string]any {
 		"orders_accepted":       s.Accepted,
 		"orders_refused":        s.Refused,
 		"orders_cancelled":      s.Cancelled,
+		"orders_sent":           s.ordersSent(),
+		"orders_unanswered":     s.Unanswered,
+		"orders_refused_share":  ratio(s.Refused, s.ordersSent()),
 		"abandoned_attempts":    s.Abandoned,
 		"audit":                 s.Audit,
 		"oversold":              s.Audit.Oversold,
@@ -431,6 +447,9 @@ func (s *Summary) ownJSON() map[string]any {
 	if s.Ceiling != "" {
 		// orders_accepted holds the 2xx answers; there is nothing to audit.
 		out["ceiling"] = s.Ceiling
+		delete(out, "orders_sent")
+		delete(out, "orders_unanswered")
+		delete(out, "orders_refused_share")
 		delete(out, "audit")
 		delete(out, "oversold")
 	}

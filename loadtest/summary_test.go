@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,38 @@ func TestTimelineLeavesOutTheLastPartSecond(t *testing.T) {
 	pts, _, _ := strings.Cut(after, `"`)
 	if n := len(strings.Fields(pts)); n != 3 {
 		t.Fatalf("the requests' line has %d points, want 3: %q", n, pts)
+	}
+}
+
+func TestSummarySaysWhatOrdersBecame(t *testing.T) {
+	// 20 units and 4 VUs ordering one at a time for 500ms: a few orders placed,
+	// most refused for stock.
+	f := newFakeShop()
+	sum := runShop(t, f, map[string]Scenario{"orders": {Executor: ConstantVUs, VUs: 4, Duration: Duration(500 * time.Millisecond),
+		Workload: Workload{SKUs: 1, Stock: 20, MaxQuantity: 1}}})
+	f.mu.Lock()
+	var sent int64 // the shop keeps each order's Idempotency-Key: one per order
+	for slot := range f.keys {
+		if strings.HasPrefix(slot, "POST /v1/orders ") {
+			sent++
+		}
+	}
+	f.mu.Unlock()
+	var text bytes.Buffer
+	sum.WriteText(&text)
+	if sum.Accepted != 20 || sum.Refused == 0 || sum.Accepted+sum.Refused != sent {
+		t.Fatalf("%d orders placed, %d refused; the shop had %d orders and 20 units:\n%s", sum.Accepted, sum.Refused, sent, text.String())
+	}
+	pct := func(n int64) string { return strconv.FormatFloat(100*float64(n)/float64(sent), 'f', 1, 64) + "%" }
+	want := fmt.Sprintf("     orders%s: %d sent: 20 placed (%s), %d refused for stock (%s), 0 errors or unanswered (0.0%%)\n",
+		strings.Repeat(".", 26), sent, pct(20), sum.Refused, pct(sum.Refused))
+	if !strings.Contains(text.String(), want) {
+		t.Fatalf("the summary has no line\n%s\n%s", want, text.String())
+	}
+	j := sum.ownJSON()
+	if j["orders_sent"] != sent || j["orders_unanswered"] != int64(0) || j["orders_refused_share"] != float64(sum.Refused)/float64(sent) {
+		t.Fatalf("JSON: orders_sent %v, orders_unanswered %v, orders_refused_share %v; want %d, 0, %d/%d",
+			j["orders_sent"], j["orders_unanswered"], j["orders_refused_share"], sent, sum.Refused, sent)
 	}
 }
 
