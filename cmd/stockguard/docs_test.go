@@ -6,14 +6,24 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite README.md's flag table from the binary's flags")
@@ -173,6 +183,160 @@ func TestServeHelpMatchesTheTable(t *testing.T) {
 		}
 		if def := strings.Trim(f.def, "`"); f.def != "empty" && f.def != "`false`" && !strings.Contains(entry, def) {
 			t.Errorf("serve --help: -%s does not show the default %s:\n%s", f.name, def, entry)
+		}
+	}
+}
+
+// openLabels are labels whose values are not a fixed list the README could
+// enumerate (a route template, an HTTP status, a build's version); every other
+// label's values are listed, each in backquotes, in its metric's row.
+var openLabels = map[string]bool{"route": true, "method": true, "status": true, "version": true, "revision": true, "go_version": true}
+
+// configuredValues are label values a replica exports only under faults or
+// with some settings, from the lists the code counts by.
+var configuredValues = map[string][]string{
+	"stockguard_orders_refused_total{reason}": service.RefusalReasons,
+	"stockguard_dependency_up{dependency}":    {orders.DependencyDatabase, orders.DependencyRedis, orders.DependencyLockService},
+}
+
+// docMetric is a metric the README's metrics table names: "name{label,...}".
+type docMetric struct {
+	labels []string
+	row    string
+}
+
+var metricRef = regexp.MustCompile("`(stockguard_[a-z_*]+)(?:\\{([a-z_,]*)\\})?`")
+
+// readmeMetrics lists the stockguard_* metrics of the README's metrics table by
+// name, from the first cell of each row.
+func readmeMetrics(t *testing.T) map[string]docMetric {
+	t.Helper()
+	b, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n### Metrics and alerts\n")
+	if !ok {
+		t.Fatal("README.md has no ### Metrics and alerts section")
+	}
+	_, table, ok := strings.Cut(section, "\n| metric | what |\n|---|---|\n")
+	if !ok {
+		t.Fatal("README.md's metrics section has no | metric | what | table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	out := map[string]docMetric{}
+	for row := range strings.SplitSeq(table, "\n") {
+		first, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " | ")
+		for _, m := range metricRef.FindAllStringSubmatch(first, -1) {
+			var labels []string
+			if m[2] != "" {
+				labels = strings.Split(m[2], ",")
+			}
+			out[m[1]] = docMetric{labels: labels, row: row}
+		}
+	}
+	return out
+}
+
+// labelValues maps each label of a family to its values.
+func labelValues(fam *dto.MetricFamily) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range fam.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if !slices.Contains(out[l.GetName()], l.GetValue()) {
+				out[l.GetName()] = append(out[l.GetName()], l.GetValue())
+			}
+		}
+	}
+	return out
+}
+
+// The README's metrics table is a real replica's /metrics: each stockguard_*
+// family is a row with its label names and (but for openLabels) every value,
+// and no row names a metric the replica does not export. Values a replica
+// exports only under faults or with some settings come from configuredValues.
+func TestReadmeMetricsTable(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := c.urls[0]
+	sku := "D" + testenv.RandomID()
+	admin(ctx, t, "POST", base+"/v1/skus/"+sku+"/restock", `{"quantity":2}`, nil)
+	for body, want := range map[string]int{
+		fmt.Sprintf(`{"items":[{"sku":%q,"quantity":1}]}`, sku):         http.StatusCreated,
+		fmt.Sprintf(`{"items":[{"sku":%q,"quantity":5}]}`, sku):         http.StatusConflict,
+		fmt.Sprintf(`{"items":[{"sku":%q,"quantity":1}]}`, sku+"-none"): http.StatusUnprocessableEntity,
+	} {
+		if status, b, err := call(ctx, t, "POST", base+"/v1/orders", body, nil); err != nil || status != want {
+			t.Fatalf("order %s: %d %v %s, want %d", body, status, err, b, want)
+		}
+	}
+	bad, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/orders", strings.NewReader(`{"items":`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Header.Set("Content-Type", "application/json")
+	resp, err := offContract(client(t)).Do(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a malformed order: %d, want 400", resp.StatusCode)
+	}
+	fams := parseMetrics(t, scrapeMetrics(ctx, t, base))
+	if fams.value("stockguard_orders_refused_total", "reason=unknown_sku") != 1 ||
+		fams.value("stockguard_orders_refused_total", "reason=insufficient_stock") != 1 {
+		t.Fatalf("the refusals were not counted: %v", fams.labelled("stockguard_orders_refused_total"))
+	}
+
+	docs := readmeMetrics(t)
+	exported := map[string]bool{}
+	for name, fam := range fams {
+		if !strings.HasPrefix(name, "stockguard_") {
+			continue
+		}
+		exported[name] = true
+		values := labelValues(fam)
+		if lockName, ok := strings.CutPrefix(name, "stockguard_sweeper_lock_"); ok {
+			// The README's `stockguard_sweeper_lock_*` says: the SKU locks'
+			// families, for the sweeper's lease.
+			if _, ok := docs["stockguard_sweeper_lock_*"]; !ok {
+				t.Errorf("%s is exported; README.md's metrics table has no `stockguard_sweeper_lock_*` row", name)
+			}
+			if !slices.Equal(slices.Sorted(maps.Keys(values)), slices.Sorted(maps.Keys(labelValues(fams["stockguard_lock_"+lockName])))) {
+				t.Errorf("%s is not stockguard_lock_%s with another prefix (labels %v)", name, lockName, values)
+			}
+			continue
+		}
+		doc, ok := docs[name]
+		if !ok {
+			t.Errorf("%s (labels %v) is exported; README.md's metrics table has no row naming it", name, slices.Sorted(maps.Keys(values)))
+			continue
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(doc.labels)), slices.Sorted(maps.Keys(values))) {
+			t.Errorf("%s: README.md's metrics table gives the labels {%s}, /metrics has {%s}", name,
+				strings.Join(slices.Sorted(slices.Values(doc.labels)), ","), strings.Join(slices.Sorted(maps.Keys(values)), ","))
+		}
+		for label, vs := range values {
+			if openLabels[label] {
+				continue
+			}
+			vs = append(vs, configuredValues[name+"{"+label+"}"]...)
+			slices.Sort(vs)
+			for _, v := range slices.Compact(vs) {
+				if !strings.Contains(doc.row, "`"+v+"`") {
+					t.Errorf("%s{%s=%q} is exported; README.md's row does not list `%s`:\n%s", name, label, v, v, doc.row)
+				}
+			}
+		}
+	}
+	for name := range docs {
+		if name == "stockguard_sweeper_lock_*" {
+			continue
+		}
+		if !exported[name] {
+			t.Errorf("README.md's metrics table names %s; a replica does not export it", name)
 		}
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/service"
 )
 
-// refusalReasons are the values of orders_refused_total's reason label: those
-// internal/service's reason() gives. They are exported at 0 from the start.
-var refusalReasons = []string{"insufficient_stock", "busy", "overloaded", "stale_fence", "lease_lost", "unknown_sku", "unavailable", "error"}
+// refusalReasons are the values of orders_refused_total's reason label, every
+// one internal/service counts a refusal under. They are exported at 0 from the start.
+var refusalReasons = service.RefusalReasons
 
 // holdEvents are the values of holds_total's event label.
 var holdEvents = []string{"placed", "confirmed", "released", "expired"}
