@@ -57,6 +57,11 @@ type cartResult struct {
 	// agreeing with the service's; Problems says what did not.
 	Consistent bool
 	Problems   []string
+
+	// What the page draws: the SKU's units, and the answers to holds per
+	// second, from the start of the rush.
+	Stock   stockLines
+	Answers answerLines
 }
 
 // hold is a cart: a granted hold and its units.
@@ -99,6 +104,19 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 
 	start := time.Now()
 	c.lastHold = start // I6's deadline, until a hold is granted
+	smp := &sampler{client: c.shop.client, balancer: lbURL, replicas: cl.replicas, route: holdsRoute, sku: c.sku, start: start}
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); smp.run(sctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopSampling()
+			<-sampled
+		}
+	}
+	defer stop()
 	c.rush(ctx)
 	if ctx.Err() != nil {
 		return cartResult{}, ctx.Err()
@@ -114,6 +132,13 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 	if err := c.resell(ctx); err != nil {
 		return cartResult{}, err
 	}
+	stop() // every cart has ended: the lines are flat from here
+	smp.samples = append(smp.samples, smp.sample(ctx)) // the end, which the last tick may have missed
+	c.r.Stock, c.r.Answers = smp.stockLines(), smp.series(cartsRound, roundResult{}).Answers
+	// The sale opens with every unit available, before the first sample.
+	c.r.Stock.Available = append([]point{{0, float64(o.stock)}}, c.r.Stock.Available...)
+	c.r.Stock.Held = append([]point{{0, 0}}, c.r.Stock.Held...)
+	c.r.Stock.Sold = append([]point{{0, 0}}, c.r.Stock.Sold...)
 	// Units already available after the rush needed no expiry; every unit sold
 	// beyond them came back from an expired cart, as nothing else returns units
 	// after the rush (exact when no cart expired during the rush, a lower bound

@@ -53,7 +53,7 @@ func main() {
 
 type options struct {
 	lock     string
-	html     string // the page of the first two rounds
+	html     string // the page of the three rounds
 	replicas int
 	stock    int
 	vus      int
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.lock, "lock", "redis", "lock service of the replicas: redis (the cache's Redis), redlock (three private redis-servers, from the PATH), postgres (the PostgreSQL of DATABASE_URL, which must be one), etcd (a private etcd, from the PATH), zk (a private ZooKeeper, from the java and ZooKeeper installed) or azblob (a private Azurite: see the README)")
-	fs.StringVar(&o.html, "html", filepath.Join(os.TempDir(), "stockguard-demo.html"), "write the page of the unsafe and the default rounds side by side (self-contained HTML) here")
+	fs.StringVar(&o.html, "html", filepath.Join(os.TempDir(), "stockguard-demo.html"), "write the page of the rounds (self-contained HTML) here: the unsafe and the default side by side, then the carts round")
 	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
 	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")
 	fs.IntVar(&o.vus, "vus", 64, "load generator VUs")
@@ -238,10 +238,12 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 		rows, drawn = append(rows, r.Result), append(drawn, r)
 	}
 	printTable(stdout, rows, o)
-	if err := writePage(o.html, drawn, o); err != nil {
+	// The page of these two rounds now, so that it is there should the carts
+	// round fail; written again with the carts round when it ends.
+	if err := writePage(o.html, drawn, nil, o, co); err != nil {
 		return fmt.Errorf("the page: %w", err)
 	}
-	log.Info("wrote the page of both rounds", "path", o.html)
+	log.Info("wrote the page of the unsafe and the default rounds", "path", o.html)
 	if rows[1].Oversold != 0 {
 		return fmt.Errorf("the %s round oversold %.0f units", rows[1].Strategy, rows[1].Oversold)
 	}
@@ -260,6 +262,10 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 		return fmt.Errorf("carts round: %w", err)
 	}
 	printCarts(stdout, carts, co)
+	if err := writePage(o.html, drawn, &carts, o, co); err != nil {
+		return fmt.Errorf("the page: %w", err)
+	}
+	log.Info("wrote the page of the three rounds", "path", o.html)
 	if !carts.Consistent {
 		return fmt.Errorf("the carts round failed its checks: %s", strings.Join(carts.Problems, "; "))
 	}
@@ -269,7 +275,7 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 	if o.url != "" { // in a container: say how to get it out
 		link = o.html + " (from the compose stack: docker compose cp demo:" + o.html + " .)"
 	}
-	fmt.Fprintf(stdout, "\nthe unsafe and the %s rounds side by side: %s\n", rows[1].Strategy, link)
+	fmt.Fprintf(stdout, "\nthe unsafe and the %s rounds side by side, then the carts round: %s\n", rows[1].Strategy, link)
 	return nil
 }
 
@@ -306,7 +312,7 @@ func runRound(ctx context.Context, start func(context.Context, string) (cluster,
 	transport := &http.Transport{}                                                    // no proxy: the replicas are on loopback
 	defer transport.CloseIdleConnections()
 	smp := &sampler{client: &http.Client{Transport: transport, Timeout: 5 * time.Second}, balancer: lbURL,
-		replicas: cl.replicas, sku: prefix + "-0", start: time.Now()}
+		replicas: cl.replicas, route: ordersRoute, sku: prefix + "-0", start: time.Now()}
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); smp.run(sctx) }()

@@ -30,8 +30,9 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	var out, errs bytes.Buffer
 	page := filepath.Join(t.TempDir(), "page", "demo.html")
 	// Enough buyers for the stock that the unsafe round's races show even on a
-	// busy machine.
-	err := run(ctx, []string{"-html", page, "-replicas", "3", "-stock", "100", "-vus", "64", "-duration", "3s",
+	// busy machine. Rounds of the default length (5s), so that the screenshot
+	// kept for the README (docs/demo.png) is of what make demo shows.
+	err := run(ctx, []string{"-html", page, "-replicas", "3", "-stock", "100", "-vus", "64",
 		"-cart-stock", "20", "-shoppers", "300", "-hold-ttl", "3s", "-sweep-interval", "200ms"}, getenv, &out, &errs)
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
@@ -58,16 +59,19 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 	}
 	checkCarts(t, carts, 20, out.String())
 
-	// The page of the first two rounds, from what the demo sampled: written where
+	// The page of the three rounds, from what the demo sampled: written where
 	// -html says, named at the end, and drawn.
-	if !strings.Contains(out.String(), "side by side: "+pageLink(page)) {
+	if !strings.Contains(out.String(), "then the carts round: "+pageLink(page)) {
 		t.Errorf("the demo does not say where its page is:\n%s", out.String())
 	}
 	b, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatalf("the demo wrote no page: %v", err)
 	}
-	checkPageData(t, b, 3)
+	checkPage(t, b, 3)
+	if !strings.Contains(string(b), "64 VUs for 5s") {
+		t.Errorf("the page is not of rounds of the default length, 5s: its screenshot is not what make demo shows")
+	}
 	shot := screenshot(t, page)
 	checkScreenshot(t, shot)
 	if dst := os.Getenv("STOCKGUARD_DEMO_SCREENSHOT"); dst != "" { // next to the fixture's

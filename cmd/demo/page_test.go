@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +18,8 @@ import (
 )
 
 // fixtureRounds are recorded-looking rounds: unsafe sells 100 units 30 times
-// over, the default sells them in the first second and stops at zero.
+// over, the default sells them in the first second and stops at zero, refusing
+// every order after.
 func fixtureRounds() []roundSeries {
 	rounds := []roundSeries{{Strategy: "unsafe"}, {Strategy: "lock-batch"}}
 	rounds[0].Result.Accepted, rounds[0].Result.Oversold = 1500, 3000
@@ -27,19 +31,62 @@ func fixtureRounds() []roundSeries {
 		rounds[0].Left = append(rounds[0].Left, point{t, 100 - 620*t})
 		rounds[1].Left = append(rounds[1].Left, point{t, max(0, 100-110*t)})
 	}
+	for i := 1; i < 50; i++ {
+		t := float64(i) / 10
+		jitter := float64(i % 7)
+		rounds[0].Answers.Created = append(rounds[0].Answers.Created, point{t, 450 + jitter})
+		rounds[0].Answers.Refused = append(rounds[0].Answers.Refused, point{t, 0})
+		rounds[0].Answers.Other = append(rounds[0].Answers.Other, point{t, 0})
+		sold := 0.0
+		if t < 1 {
+			sold = 60
+		}
+		rounds[1].Answers.Created = append(rounds[1].Answers.Created, point{t, sold + jitter})
+		rounds[1].Answers.Refused = append(rounds[1].Answers.Refused, point{t, 1900 - sold + jitter})
+		rounds[1].Answers.Other = append(rounds[1].Answers.Other, point{t, 0})
+	}
 	for r := range rounds {
 		for k := range 3 {
-			var rate, lat []point
+			var lat []point
 			for i := 1; i < 50; i++ {
-				t := float64(i) / 10
-				rate = append(rate, point{t, float64(150*(r+1)+20*k) + float64(i%7)})
-				lat = append(lat, point{t, float64(300/(r+1)+10*k) + float64(i%5)})
+				lat = append(lat, point{float64(i) / 10, float64(300/(r+1)+10*k) + float64(i%5)})
 			}
-			rounds[r].Rate, rounds[r].Latency = append(rounds[r].Rate, rate), append(rounds[r].Latency, lat)
+			rounds[r].Latency = append(rounds[r].Latency, lat)
 		}
 	}
 	return rounds
 }
+
+// fixtureCarts is a recorded-looking carts round: 20 units held in the rush,
+// 6 sold, 13 back from abandoned carts at 3.3 s and sold again.
+func fixtureCarts() *cartResult {
+	c := &cartResult{Stocked: 20, Holds: 23, Held: 36, Sold: 20, Expired: 13, Resold: 13, Released: 3, Consistent: true}
+	for i := range 90 {
+		t := float64(i) / 20
+		var avail, held, sold float64
+		switch {
+		case t < 0.2:
+			held, sold = 20, 0
+		case t < 3.3:
+			held, sold = 14, 6
+		case t < 3.5:
+			avail, held, sold = 14, 0, 6
+		default:
+			sold = 20
+		}
+		c.Stock.Available = append(c.Stock.Available, point{t, avail})
+		c.Stock.Held = append(c.Stock.Held, point{t, held})
+		c.Stock.Sold = append(c.Stock.Sold, point{t, sold})
+		if t >= 0.25 {
+			c.Answers.Created = append(c.Answers.Created, point{t, max(0, 90-80*t)})
+			c.Answers.Refused = append(c.Answers.Refused, point{t, max(0, 1000-900*t)})
+			c.Answers.Other = append(c.Answers.Other, point{t, 0})
+		}
+	}
+	return c
+}
+
+var fixtureCartOptions = cartOptions{stock: 20, shoppers: 300, ttl: 3 * time.Second, sweep: 200 * time.Millisecond}
 
 var demoOptions = options{lock: "redis", replicas: 3, stock: 100, vus: 64, duration: 5 * time.Second}
 
@@ -48,7 +95,7 @@ var demoOptions = options{lock: "redis", replicas: 3, stock: 100, vus: 64, durat
 // lines; only the unsafe half has the band below zero.
 func TestPageScreenshot(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "demo.html")
-	if err := writePage(page, fixtureRounds(), demoOptions); err != nil {
+	if err := writePage(page, fixtureRounds(), fixtureCarts(), demoOptions, fixtureCartOptions); err != nil {
 		t.Fatal(err)
 	}
 	shot := screenshot(t, page)
@@ -59,7 +106,7 @@ func TestPageScreenshot(t *testing.T) {
 // The page holds what the browser needs and nothing from the network.
 func TestPageSelfContained(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "demo.html")
-	if err := writePage(page, fixtureRounds(), demoOptions); err != nil {
+	if err := writePage(page, fixtureRounds(), fixtureCarts(), demoOptions, fixtureCartOptions); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(page)
@@ -81,13 +128,13 @@ func TestPageSelfContained(t *testing.T) {
 var (
 	sectionRe = regexp.MustCompile(`(?s)<section class="round" data-strategy="([^"]+)">(.*?)</section>`)
 	leftRe    = regexp.MustCompile(`<svg class="chart" data-kind="left" data-min="([^"]+)"`)
-	seriesRe  = regexp.MustCompile(`<svg class="chart" data-kind="(rate|latency)"(?s:.*?)</svg>`)
+	seriesRe  = regexp.MustCompile(`<svg class="chart" data-kind="(latency)"(?s:.*?)</svg>`)
 	pointsRe  = regexp.MustCompile(`class="series" data-name="([^"]+)"[^>]*points="([^"]*)"`)
 )
 
-// checkPageData checks the page's two rounds: unsafe's stock went below zero,
-// the other's never did, and every replica has a line of several points in the
-// rate and latency charts.
+// checkPageData checks the page's two rounds side by side: unsafe's stock went
+// below zero, the other's never did, and every replica has a line of several
+// points in the latency chart.
 func checkPageData(t *testing.T, page []byte, replicas int) {
 	t.Helper()
 	sections := sectionRe.FindAllStringSubmatch(string(page), -1)
@@ -111,8 +158,8 @@ func checkPageData(t *testing.T, page []byte, replicas int) {
 			t.Errorf("%s: the stock left went below zero (%g)", strategy, low)
 		}
 		charts := seriesRe.FindAllStringSubmatch(body, -1)
-		if len(charts) != 2 {
-			t.Fatalf("%s: %d rate and latency charts, want 2", strategy, len(charts))
+		if len(charts) != 1 {
+			t.Fatalf("%s: %d latency charts, want 1", strategy, len(charts))
 		}
 		for _, c := range charts {
 			lines := pointsRe.FindAllStringSubmatch(c[0], -1)
@@ -128,7 +175,7 @@ func checkPageData(t *testing.T, page []byte, replicas int) {
 	}
 }
 
-const shotW, shotH = 1400, 1000
+const shotW, shotH = 1400, 1320 // the whole page: both rounds, then the carts round
 
 // screenshot opens page in headless Chromium and returns the PNG's path, in a
 // folder of the test's own. Without chromium it skips, or fails under
@@ -161,8 +208,9 @@ func screenshot(t *testing.T, page string) string {
 }
 
 // checkScreenshot checks that the charts drew: the right size, mostly but not
-// all white, the stock line and the first replica's colour in both halves, and
-// the oversold band in the left (unsafe) half only.
+// all white, the stock line and the first replica's colour in both halves, the
+// sales, refusals and carts lines, and the oversold band in the left (unsafe)
+// half only.
 func checkScreenshot(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -202,6 +250,12 @@ func checkScreenshot(t *testing.T, path string) {
 			if n := count(side.x0, side.x1, c.colour); n < 200 {
 				t.Errorf("%s half: %d pixels of the %s line (%s); the chart did not draw", side.name, n, c.what, c.colour)
 			}
+		}
+	}
+	for _, c := range []struct{ what, colour string }{{"sales", colourCreated}, {"refusals", colourRefused},
+		{"carts' available units", colourAvail}, {"carts' held units", colourHeld}} {
+		if n := count(0, shotW, c.colour); n < 200 {
+			t.Errorf("%d pixels of the %s line (%s); the chart did not draw", n, c.what, c.colour)
 		}
 	}
 	if n := count(0, half, colourBelow); n < 2000 {
@@ -258,4 +312,233 @@ func keepScreenshot(t *testing.T, shot, dst string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot kept at %s", dst)
+}
+
+// The page tells the whole story: the two rounds, then the carts round with
+// its chart; sales and refusals apart; round tick values; a line under each
+// chart's title saying what it shows.
+func TestPageTellsEveryRound(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "demo.html")
+	if err := writePage(page, fixtureRounds(), fixtureCarts(), demoOptions, fixtureCartOptions); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPage(t, b, 3)
+}
+
+// checkPage checks everything the page must show.
+func checkPage(t *testing.T, page []byte, replicas int) {
+	t.Helper()
+	checkPageData(t, page, replicas)
+	checkCartsData(t, page)
+	checkAnswers(t, page)
+	checkTicks(t, page)
+	checkExplained(t, page)
+}
+
+var (
+	cartsRe   = regexp.MustCompile(`(?s)<section class="carts"[^>]*>(.*?)</section>`)
+	chartRe   = regexp.MustCompile(`(?s)<svg class="chart" data-kind="([^"]+)"(.*?)</svg>`)
+	yTickRe   = regexp.MustCompile(`<text [^>]*text-anchor="end"[^>]*>(-?[0-9][^<]*)</text>`)
+	xTickRe   = regexp.MustCompile(`<text [^>]*text-anchor="middle"[^>]*>(-?[0-9][^<]*)s</text>`)
+	explainRe = regexp.MustCompile(`(?s)<p class="explain">([^<]*)</p>\s*<svg class="chart" data-kind="([^"]+)"`)
+	maxRe     = regexp.MustCompile(`class="series" data-name="([^"]+)" data-max="([^"]+)"`)
+)
+
+// checkCartsData checks the carts round's section: its chart of the SKU's
+// units (available, held, sold) and of the answers to holds, each line drawn.
+func checkCartsData(t *testing.T, page []byte) {
+	t.Helper()
+	m := cartsRe.FindSubmatch(page)
+	if m == nil {
+		t.Errorf("the page has no carts round (no <section class=\"carts\">)")
+		return
+	}
+	want := map[string][]string{"carts-stock": {"available", "held", "sold"}, "carts-answers": {"201 held", "409 refused"}}
+	for _, c := range chartRe.FindAllSubmatch(m[1], -1) {
+		names := want[string(c[1])]
+		delete(want, string(c[1]))
+		got := map[string]int{}
+		for _, l := range pointsRe.FindAllSubmatch(c[0], -1) {
+			got[string(l[1])] = len(strings.Fields(string(l[2])))
+		}
+		for _, n := range names {
+			if got[n] < 3 {
+				t.Errorf("carts chart %s: line %q has %d points, want several", c[1], n, got[n])
+			}
+		}
+	}
+	for kind := range want {
+		t.Errorf("the carts round has no %s chart", kind)
+	}
+}
+
+// checkAnswers checks that each round's answers chart draws sales (201) and
+// refusals (409) as lines of their own, and that the default round, which
+// sells out early, shows refusals.
+func checkAnswers(t *testing.T, page []byte) {
+	t.Helper()
+	for _, s := range sectionRe.FindAllStringSubmatch(string(page), -1) {
+		strategy, body := s[1], s[2]
+		var answers string
+		for _, c := range chartRe.FindAllStringSubmatch(body, -1) {
+			if c[1] == "answers" {
+				answers = c[0]
+			}
+		}
+		if answers == "" {
+			t.Errorf("%s: no chart of the answers (sales and refusals apart)", strategy)
+			continue
+		}
+		peak := map[string]float64{}
+		for _, m := range maxRe.FindAllStringSubmatch(answers, -1) {
+			v, err := strconv.ParseFloat(m[2], 64)
+			if err != nil {
+				t.Fatalf("%s: series %s: data-max %q", strategy, m[1], m[2])
+			}
+			peak[strings.Fields(m[1])[0]] = v
+		}
+		if _, ok := peak["201"]; !ok {
+			t.Errorf("%s: no line of sales (201) in the answers chart", strategy)
+		}
+		if _, ok := peak["409"]; !ok {
+			t.Errorf("%s: no line of refusals (409) in the answers chart", strategy)
+		}
+		if strategy != "unsafe" && peak["409"] <= 0 {
+			t.Errorf("%s: the round sold out, yet its refusals line never rises above 0", strategy)
+		}
+	}
+}
+
+// checkTicks checks every chart's tick values, up and across: at least
+// three, evenly spaced by a nice step (1, 2 or 5 × 10^k), each a multiple of
+// it, and zero among them when the range crosses it.
+func checkTicks(t *testing.T, page []byte) {
+	t.Helper()
+	charts := chartRe.FindAllStringSubmatch(string(page), -1)
+	if len(charts) == 0 {
+		t.Fatal("no charts")
+	}
+	for i, c := range charts {
+		for _, axis := range []struct {
+			name string
+			re   *regexp.Regexp
+		}{{"y", yTickRe}, {"x", xTickRe}} {
+			var vs []float64
+			for _, m := range axis.re.FindAllStringSubmatch(c[0], -1) {
+				v, err := strconv.ParseFloat(m[1], 64)
+				if err != nil {
+					t.Fatalf("chart %d (%s): %s tick label %q: %v", i, c[1], axis.name, m[1], err)
+				}
+				vs = append(vs, v)
+			}
+			if err := niceSequence(vs); err != "" {
+				t.Errorf("chart %d (%s), %s ticks %v: %s", i, c[1], axis.name, vs, err)
+			}
+		}
+	}
+}
+
+// niceSequence says what is wrong with ticks, or "".
+func niceSequence(vs []float64) string {
+	if len(vs) < 3 {
+		return "fewer than 3 ticks"
+	}
+	step := math.Abs(vs[1] - vs[0])
+	if !isNiceStep(step) {
+		return fmt.Sprintf("step %g is not 1, 2 or 5 × 10^k", step)
+	}
+	lo, hi := math.Min(vs[0], vs[len(vs)-1]), math.Max(vs[0], vs[len(vs)-1])
+	zero := false
+	for i, v := range vs {
+		if i > 0 && math.Abs(math.Abs(v-vs[i-1])-step) > step*1e-6 {
+			return fmt.Sprintf("uneven: %g then %g", vs[i-1], v)
+		}
+		if q := v / step; math.Abs(q-math.Round(q)) > 1e-6 {
+			return fmt.Sprintf("%g is not a multiple of the step %g", v, step)
+		}
+		zero = zero || v == 0
+	}
+	if lo < 0 && hi > 0 && !zero {
+		return "the range crosses zero but no tick is 0"
+	}
+	return ""
+}
+
+func isNiceStep(step float64) bool {
+	if step <= 0 || math.IsInf(step, 0) || math.IsNaN(step) {
+		return false
+	}
+	m := step / math.Pow(10, math.Floor(math.Log10(step)))
+	for _, nice := range []float64{1, 2, 5, 10} {
+		if math.Abs(m-nice) < 1e-6 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkExplained checks that a line of explanation comes right before each
+// chart, and that the page says what a VU is.
+func checkExplained(t *testing.T, page []byte) {
+	t.Helper()
+	charts := chartRe.FindAllSubmatch(page, -1)
+	explained := explainRe.FindAllSubmatch(page, -1)
+	if len(explained) != len(charts) {
+		t.Errorf("%d charts, %d of them with a line of explanation", len(charts), len(explained))
+	}
+	for _, e := range explained {
+		if len(strings.TrimSpace(string(e[1]))) < 40 {
+			t.Errorf("chart %s: explanation %q says too little", e[2], e[1])
+		}
+	}
+	if !strings.Contains(string(page), "VU") || !strings.Contains(string(page), "virtual user") {
+		t.Errorf("the page does not say what a VU (virtual user) is")
+	}
+}
+
+// niceTicks gives round ticks over every kind of range: small and large,
+// fractional, negative, crossing zero, empty; each covers its range, a nice
+// step apart, with 0 among them when the range crosses it.
+func TestNiceTicks(t *testing.T) {
+	ranges := [][2]float64{{0, 1}, {0, 100}, {0, 3}, {0, 5.3}, {0, 17}, {-5025, 100}, {-1455, 3298}, {463, 3298},
+		{-0.37, 0.81}, {0, 0.004}, {-1e6, 3}, {0, 2843}, {0, 104}, {-2938, 100}, {7, 7}, {0, 0}, {-3, -1},
+		{0.1, 0.3}, {-12.5, 12.5}, {1e-7, 3e-7}, {99, 101}}
+	for lo := -1000.0; lo <= 1000; lo += 137 { // and many more
+		for span := 0.013; span < 1e5; span *= 3.7 {
+			ranges = append(ranges, [2]float64{lo, lo + span})
+		}
+	}
+	for _, r := range ranges {
+		ticks := niceTicks(r[0], r[1], yTicksWanted)
+		if err := niceSequence(ticks); err != "" {
+			t.Errorf("niceTicks(%g, %g) = %v: %s", r[0], r[1], ticks, err)
+			continue
+		}
+		if ticks[0] > r[0] || ticks[len(ticks)-1] < r[1] || len(ticks) > 2*yTicksWanted {
+			t.Errorf("niceTicks(%g, %g) = %v: want at most %d ticks covering the range", r[0], r[1], ticks, 2*yTicksWanted)
+		}
+		if r[0] < 0 && r[1] > 0 && !slices.Contains(ticks, 0) {
+			t.Errorf("niceTicks(%g, %g) = %v: no zero line", r[0], r[1], ticks)
+		}
+		step := ticks[1] - ticks[0]
+		for _, v := range ticks {
+			// The label is the tick's value, written without a minus on zero.
+			if l := tickLabel(v, step); math.Abs(mustParse(t, l)-v) > step*1e-6 || strings.HasPrefix(l, "-") && v == 0 {
+				t.Errorf("niceTicks(%g, %g): tick %g labelled %q", r[0], r[1], v, l)
+			}
+		}
+	}
+}
+
+func mustParse(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

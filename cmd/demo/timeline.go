@@ -17,38 +17,57 @@ import (
 
 // The page's data: while a round's load runs, the demo samples the hot SKU's
 // stock and every replica's /metrics every sampleEvery, and turns the samples
-// into series (stock left, order requests per second and their mean latency per
-// replica, over windows of rateWindow so that the lines are not mostly noise).
+// into series (stock left; the answers per second, all replicas together, by
+// kind: sales, refusals, others; each replica's mean latency), over windows of
+// rateWindow so that the lines are not mostly noise.
 
 const (
 	sampleEvery = 50 * time.Millisecond
 	rateWindow  = 250 * time.Millisecond
 )
 
+// Routes whose answers the sampler counts: the rounds' orders, the carts' holds.
+const (
+	ordersRoute = "/v1/orders"
+	holdsRoute  = "/v1/reservations"
+)
+
 // point is one value at T seconds from the start of the round's sampling.
 type point struct{ T, V float64 }
+
+// answerLines are the answers per second, all replicas together: 201 (an
+// order placed or a hold granted), 409 (refused: not enough stock) and any
+// other status.
+type answerLines struct {
+	Created, Refused, Other []point
+}
 
 // roundSeries is what the page draws of one round.
 type roundSeries struct {
 	Strategy string
 	Result   roundResult
-	Left     []point   // stocked - sold - reserved: below zero is oversold
-	Rate     [][]point // per replica, order requests answered per second
-	Latency  [][]point // per replica, their mean latency in ms
+	Left     []point // stocked - sold - reserved: below zero is oversold
+	Answers  answerLines
+	Latency  [][]point // per replica, the mean latency of the order requests in ms
 }
 
-// replicaCounters are a replica's cumulative figures for POST /v1/orders.
+// stockLines are a SKU's units over time, for the carts round.
+type stockLines struct {
+	Available, Held, Sold []point
+}
+
+// replicaCounters are a replica's cumulative figures for POST on a route.
 type replicaCounters struct {
-	ok            bool
-	reqs          float64
-	latSum, count float64 // seconds, requests
+	ok                      bool
+	created, refused, other float64 // answers: 201, 409, any other status
+	latSum, count           float64 // seconds, requests
 }
 
 type sample struct {
-	at       time.Duration
-	left     int64
-	haveLeft bool // the SKU exists (the load generator creates it in its setup)
-	replicas []replicaCounters
+	at        time.Duration
+	stock     orders.Stock
+	haveStock bool // the SKU exists (the load generator creates it in its setup)
+	replicas  []replicaCounters
 }
 
 // sampler polls one round: its stock through the balancer, and every
@@ -57,6 +76,7 @@ type sampler struct {
 	client   *http.Client
 	balancer string
 	replicas []string
+	route    string // ordersRoute or holdsRoute
 	sku      string
 	start    time.Time
 	samples  []sample
@@ -88,7 +108,7 @@ func (s *sampler) sample(ctx context.Context) sample {
 	wg.Go(func() {
 		var st orders.Stock
 		if err := s.getJSON(ctx, s.balancer+"/v1/skus/"+s.sku, &st); err == nil {
-			out.left, out.haveLeft = st.Stocked-st.Sold-st.Reserved, true
+			out.stock, out.haveStock = st, true
 		}
 	})
 	wg.Wait()
@@ -126,25 +146,25 @@ func (s *sampler) scrape(ctx context.Context, url string) replicaCounters {
 		return replicaCounters{}
 	}
 	defer func() { _ = body.Close() }()
-	c, err := parseOrderMetrics(body)
+	c, err := parseMetrics(body, s.route)
 	if err != nil {
 		return replicaCounters{}
 	}
 	return c
 }
 
-// parseOrderMetrics reads the figures of POST /v1/orders from the Prometheus
-// text format: the requests of every status, and the latency histogram's sum
-// and count (its route label has no method; the load generator sends no GET
-// /v1/orders).
-func parseOrderMetrics(r io.Reader) (replicaCounters, error) {
-	const route = `route="/v1/orders"` // the closing quote leaves /v1/orders/:id out
+// parseMetrics reads the figures of POST route from the Prometheus text
+// format: its answers by status, and the latency histogram's sum and count
+// (whose route label has no method: the load generator sends no GET
+// /v1/orders, the carts round no GET /v1/reservations).
+func parseMetrics(r io.Reader, route string) (replicaCounters, error) {
+	label := `route="` + route + `"` // the closing quote leaves route/:id out
 	var c replicaCounters
 	lines := bufio.NewScanner(r)
 	lines.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for lines.Scan() {
 		l := lines.Text()
-		if strings.HasPrefix(l, "#") || !strings.Contains(l, route) {
+		if strings.HasPrefix(l, "#") || !strings.Contains(l, label) {
 			continue
 		}
 		name, rest, ok := strings.Cut(l, "{")
@@ -161,9 +181,17 @@ func parseOrderMetrics(r io.Reader) (replicaCounters, error) {
 		}
 		switch name {
 		case "stockguard_http_requests_total":
-			if strings.Contains(labels, `method="POST"`) {
-				c.reqs += v
-				c.ok = true
+			if !strings.Contains(labels, `method="POST"`) {
+				continue
+			}
+			c.ok = true
+			switch {
+			case strings.Contains(labels, `status="201"`):
+				c.created += v
+			case strings.Contains(labels, `status="409"`):
+				c.refused += v
+			default:
+				c.other += v
 			}
 		case "stockguard_http_request_duration_seconds_sum":
 			c.latSum = v
@@ -174,39 +202,72 @@ func parseOrderMetrics(r io.Reader) (replicaCounters, error) {
 	return c, lines.Err()
 }
 
-// series turns the samples into what the page draws: rates and mean latencies
-// over the last rateWindow or more before each sample, where the replica
-// answered both.
+// series turns the samples into what the page draws of a round: the stock
+// left, and the answers per second and mean latencies over the last rateWindow
+// or more before each sample. An answers point needs every replica's figures
+// at both ends of its window (a sum with one missing would look like a dip);
+// a latency point needs the replica's own.
 func (s *sampler) series(strategy string, r roundResult) roundSeries {
-	out := roundSeries{Strategy: strategy, Result: r,
-		Rate: make([][]point, len(s.replicas)), Latency: make([][]point, len(s.replicas))}
+	out := roundSeries{Strategy: strategy, Result: r, Latency: make([][]point, len(s.replicas))}
 	// The round starts with its stock on sale: the load generator's setup
 	// creates the SKU, and a locked sale of it can end within one sample.
 	out.Left = append(out.Left, point{0, r.Audit.Stocked})
+	for _, sm := range s.samples {
+		if sm.haveStock {
+			out.Left = append(out.Left, point{sm.at.Seconds(), float64(sm.stock.Stocked - sm.stock.Sold - sm.stock.Reserved)})
+		}
+	}
+	s.windows(func(t, dt float64, cur, prev sample) {
+		all := true
+		var sum replicaCounters
+		for k, c := range cur.replicas {
+			p := prev.replicas[k]
+			if !c.ok || !p.ok {
+				all = false
+				continue
+			}
+			sum.created += c.created - p.created
+			sum.refused += c.refused - p.refused
+			sum.other += c.other - p.other
+			if n := c.count - p.count; n > 0 {
+				out.Latency[k] = append(out.Latency[k], point{t, (c.latSum - p.latSum) / n * 1000})
+			}
+		}
+		if all && len(cur.replicas) > 0 {
+			out.Answers.Created = append(out.Answers.Created, point{t, sum.created / dt})
+			out.Answers.Refused = append(out.Answers.Refused, point{t, sum.refused / dt})
+			out.Answers.Other = append(out.Answers.Other, point{t, sum.other / dt})
+		}
+	})
+	return out
+}
+
+// windows calls f for every sample that ends a window of rateWindow or more,
+// with the sample that starts it.
+func (s *sampler) windows(f func(t, dt float64, cur, prev sample)) {
 	j := 0 // the window's first sample
 	for i, sm := range s.samples {
-		t := sm.at.Seconds()
-		if sm.haveLeft {
-			out.Left = append(out.Left, point{t, float64(sm.left)})
-		}
 		for j+1 < i && sm.at-s.samples[j+1].at >= rateWindow {
 			j++
 		}
 		if i == 0 || sm.at-s.samples[j].at < rateWindow {
 			continue
 		}
-		prev := s.samples[j]
-		dt := (sm.at - prev.at).Seconds()
-		for k, c := range sm.replicas {
-			p := prev.replicas[k]
-			if !c.ok || !p.ok || dt <= 0 {
-				continue
-			}
-			out.Rate[k] = append(out.Rate[k], point{t, (c.reqs - p.reqs) / dt})
-			if n := c.count - p.count; n > 0 {
-				out.Latency[k] = append(out.Latency[k], point{t, (c.latSum - p.latSum) / n * 1000})
-			}
+		f(sm.at.Seconds(), (sm.at - s.samples[j].at).Seconds(), sm, s.samples[j])
+	}
+}
+
+// stockLines are the SKU's units as sampled: available, held (reserved) and sold.
+func (s *sampler) stockLines() stockLines {
+	var out stockLines
+	for _, sm := range s.samples {
+		if !sm.haveStock {
+			continue
 		}
+		t := sm.at.Seconds()
+		out.Available = append(out.Available, point{t, float64(sm.stock.Available)})
+		out.Held = append(out.Held, point{t, float64(sm.stock.Reserved)})
+		out.Sold = append(out.Sold, point{t, float64(sm.stock.Sold)})
 	}
 	return out
 }
