@@ -132,7 +132,7 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 	if err := c.resell(ctx); err != nil {
 		return cartResult{}, err
 	}
-	stop() // every cart has ended: the lines are flat from here
+	stop()                                             // every cart has ended: the lines are flat from here
 	smp.samples = append(smp.samples, smp.sample(ctx)) // the end, which the last tick may have missed
 	c.r.Stock, c.r.Answers = smp.stockLines(), smp.series(cartsRound, roundResult{}).Answers
 	// The sale opens with every unit available, before the first sample.
