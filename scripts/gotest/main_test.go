@@ -403,3 +403,33 @@ func TestProbesRefuse(t *testing.T) {
 		t.Errorf("PostgreSQL asking for a password: %v", err)
 	}
 }
+
+// The README and make help say how to turn the pointing off, and the README
+// where it points.
+func TestDocsSayWhatItDoes(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(readme)), " ")
+	for _, want := range []string{"`" + noDefaultsEnv + "=1` turns that off", "[`scripts/gotest`](scripts/gotest)"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("README does not say %q", want)
+		}
+	}
+	for _, svc := range defaultServices() {
+		_, port, _ := net.SplitHostPort(svc.addr)
+		if !strings.Contains(doc, svc.name+" on ") || !strings.Contains(doc, port) {
+			t.Errorf("README does not say where %s is looked for (%s)", svc.name, svc.addr)
+		}
+	}
+	for line := range strings.SplitSeq(string(makefile), "\n") {
+		if strings.HasPrefix(line, "test:") && !strings.Contains(line, noDefaultsEnv+"=1") {
+			t.Errorf("make help's line for test does not name %s=1:\n%s", noDefaultsEnv, line)
+		}
+	}
+}
