@@ -237,8 +237,8 @@ func (s *summary) handle(e event) {
 	case e.Action == "build-output":
 		fmt.Fprint(s.w, e.Output)
 	case e.Test == "" && e.Action == "output":
-		// Without -v go test folds the package's final "PASS" into its "ok" line.
-		if s.verbose || e.Output != "PASS\n" {
+		// Without -v go test folds these into its "ok" line.
+		if s.verbose || e.Output != "PASS\n" && e.Output != "testing: warning: no tests to run\n" {
 			fmt.Fprint(s.w, e.Output)
 		}
 	case e.Test == "" && e.Action == "fail":

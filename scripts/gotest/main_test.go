@@ -103,6 +103,8 @@ func lastLine(out string) string {
 // two packages: go test's own lines, then the skipped tests by reason (two
 // names each at most), then the counts; go test's exit status.
 func TestSummaryOfARealRun(t *testing.T) {
+	// p: a test of each kind; q: a skip like p's; r: does not build; s: no
+	// test that -run matches.
 	dir := fixture(t, map[string]string{
 		"p/p_test.go": `package p
 
@@ -125,9 +127,21 @@ import "testing"
 
 func TestQ(t *testing.T) { t.Skip("GOTEST_FIXTURE_URL is not set") }
 `,
+		"s/s_test.go": `package s
+
+import "testing"
+
+func TestNone(t *testing.T) {}
+`,
+		"r/r_test.go": `package r
+
+import "testing"
+
+func TestBroken(t *testing.T) { notDefined() }
+`,
 	})
 	r, out := newRunner(t, dir)
-	code := runIt(t, r, "-count=1", "./...")
+	code := runIt(t, r, "-count=1", "-run", "Test[^N]", "./...")
 	got := out.String()
 
 	if code != 1 {
@@ -150,7 +164,9 @@ gotest: 3 passed`
 		t.Errorf("the skipped tests are not listed as\n%s\nin:\n%s", wantList, got)
 	}
 	// go test's lines without -v: the failure with its log, the package lines.
-	for _, want := range []string{"--- FAIL: TestFails (", "p_test.go:7: boom\n", "FAIL\texample.com/fixture/p\t", "ok  \texample.com/fixture/q\t"} {
+	for _, want := range []string{"--- FAIL: TestFails (", "p_test.go:7: boom\n", "FAIL\texample.com/fixture/p\t", "ok  \texample.com/fixture/q\t",
+		"r_test.go:5:33: undefined: notDefined\n", "FAIL\texample.com/fixture/r [build failed]\n",
+		"ok  \texample.com/fixture/s\t"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
@@ -158,7 +174,7 @@ gotest: 3 passed`
 	if i, j := strings.Index(got, "--- FAIL: TestFails"), strings.Index(got, "boom"); i > j {
 		t.Errorf("the failure's log comes before its --- FAIL line, unlike go test:\n%s", got)
 	}
-	for _, unwanted := range []string{"=== RUN", "logged by a passing test", "--- SKIP", "\nPASS\n"} {
+	for _, unwanted := range []string{"=== RUN", "logged by a passing test", "--- SKIP", "\nPASS\n", "testing: warning: no tests to run"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("without -v, output has %q, which go test does not print:\n%s", unwanted, got)
 		}
