@@ -165,7 +165,7 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	e.secret(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
 	e.secret(&c.lockURL, "lock-url", "STOCKGUARD_LOCK_URL", "", "lock service of the SKU locks and the sweeper's lease: redis://... (the forms of --redis-url), redlock://host1:6379,host2:6380,host3:6381[/db], postgres://... (the forms of --database-url), etcd://host:2379[,host2:2379][/prefix], zk://host:2181[,host2:2181][/chroot], or azblob://<container>[/prefix] (the account from AZURE_STORAGE_CONNECTION_STRING); empty uses --redis-url. The cache stays on --redis-url")
-	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, set stock, the order list, the audit); empty turns it off")
+	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, set stock, the order and hold lists, the audit); empty turns it off")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")

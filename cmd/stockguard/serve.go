@@ -135,7 +135,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return fmt.Errorf("listen: %w", err)
 	}
 	if cfg.adminToken == "" {
-		log.Warn("no admin token: the admin API (restock, set stock, the order list, the audit) is refused")
+		log.Warn("no admin token: the admin API (restock, set stock, the order and hold lists, the audit) is refused")
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
 	announceListening(stdout, cfg.logFormat, ln.Addr().String())

@@ -86,20 +86,21 @@ func whyRefused(tx *gorm.DB, items []total, fences orders.Fences) error {
 	for _, r := range rows {
 		bySKU[r.SKU] = r
 	}
-	var short []string
+	short := &orders.InsufficientStockError{Available: map[string]int64{}}
 	for _, it := range items {
 		r, ok := bySKU[it.sku]
 		if ok && fences != nil && r.Fence >= fences[it.sku] {
 			return &orders.StaleFenceError{SKU: it.sku, Token: fences[it.sku], Last: r.Fence}
 		}
 		if !ok || r.Available < it.sold+it.reserved {
-			short = append(short, it.sku)
+			short.SKUs = append(short.SKUs, it.sku)
+			short.Available[it.sku] = max(r.Available, 0)
 		}
 	}
-	if len(short) == 0 {
+	if len(short.SKUs) == 0 {
 		return errors.New("guarded update refused for no visible reason")
 	}
-	return &orders.InsufficientStockError{SKUs: short}
+	return short
 }
 
 // total is what a batch takes of one SKU: units sold, and units held.

@@ -99,6 +99,41 @@ func (s *Store) Reservation(ctx context.Context, id string) (orders.Reservation,
 	return row.reservation(lines, now), nil
 }
 
+// Reservations lists up to limit holds before the hold id before (all when
+// empty), newest first (hold ids are time-sortable), with their lines.
+func (s *Store) Reservations(ctx context.Context, before string, limit int) ([]orders.Reservation, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []holdRow
+	q := db.Order("id DESC").Limit(limit)
+	if before != "" {
+		q = q.Where("id < ?", before)
+	}
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, unavailable("list reservations", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	byHold, err := linesOf(db, ids)
+	if err != nil {
+		return nil, unavailable("list reservation lines", err)
+	}
+	now, err := s.clock(db)
+	if err != nil {
+		return nil, unavailable("list reservations", err)
+	}
+	out := make([]orders.Reservation, len(rows))
+	for i, r := range rows {
+		out[i] = r.reservation(byHold[r.ID], now)
+	}
+	return out, nil
+}
+
 // readHold reads a hold and its lines, locking the hold's row when lock is set.
 func readHold(tx *gorm.DB, id string, lock bool) (holdRow, []holdLineRow, error) {
 	var row holdRow
@@ -274,9 +309,11 @@ func (s *Store) Release(ctx context.Context, id string, k orders.Keyed, fences o
 
 // Extend moves a held hold's expiry to the database's time plus ttl, never
 // earlier than it was.
-func (s *Store) Extend(ctx context.Context, id string, ttl time.Duration, k orders.Keyed) (orders.Reservation, error) {
+func (s *Store) Extend(ctx context.Context, id string, ttl time.Duration, k orders.Keyed) (orders.Reservation, bool, error) {
 	var r orders.Reservation
+	var moved bool
 	err := s.tx(ctx, func(tx *gorm.DB) error {
+		moved = false // a retried transaction decides again
 		row, lines, now, err := s.live(tx, id)
 		if err != nil {
 			return err
@@ -285,7 +322,7 @@ func (s *Store) Extend(ctx context.Context, id string, ttl time.Duration, k orde
 			if err := tx.Model(&holdRow{}).Where("id = ?", id).Update("expires_at", until).Error; err != nil {
 				return err
 			}
-			row.ExpiresAt = until
+			row.ExpiresAt, moved = until, true
 		}
 		if err := record(tx, k.Key, k.Hash, orders.Outcome{ReservationID: id}, s.now()); err != nil {
 			return err
@@ -293,7 +330,7 @@ func (s *Store) Extend(ctx context.Context, id string, ttl time.Duration, k orde
 		r = row.reservation(lines, now)
 		return nil
 	})
-	return r, unavailable("extend", conflict(err))
+	return r, moved, unavailable("extend", conflict(err))
 }
 
 // Expired returns up to limit holds past their expiry and not yet swept, the
@@ -492,7 +529,7 @@ func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence int64) error {
 		return &orders.StaleFenceError{SKU: sku, Token: fence, Last: row.Fence}
 	}
 	if row.Available+d.available < 0 {
-		return &orders.InsufficientStockError{SKUs: []string{sku}}
+		return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: max(row.Available, 0)}}
 	}
 	return fmt.Errorf("sku %s: reserved %d cannot change by %d", sku, row.Reserved, d.reserved)
 }

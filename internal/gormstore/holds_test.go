@@ -116,7 +116,7 @@ func testHoldConfirmRelease(t *testing.T, kind string) {
 	}
 	_, _, err = s.Release(ctx, "h1", orders.Keyed{}, orders.Fences{"A-1": 4, "B-2": 4})
 	wantEnded(t, err, orders.ErrHoldConfirmed)
-	_, err = s.Extend(ctx, "h1", time.Hour, orders.Keyed{})
+	_, _, err = s.Extend(ctx, "h1", time.Hour, orders.Keyed{})
 	wantEnded(t, err, orders.ErrHoldConfirmed)
 	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 2, Sold: 3, Stocked: 5})
 
@@ -181,12 +181,12 @@ func testExpiry(t *testing.T, kind string) {
 		t.Fatalf("expired before their time: %+v %v", due, err)
 	}
 	// An extension moves the expiry, never earlier.
-	r, err := s.Extend(ctx, "kept", time.Hour, orders.Keyed{Key: "x1", Hash: "hx1"})
-	if err != nil || !r.ExpiresAt.Equal(clk.Now().Add(time.Hour).Truncate(time.Millisecond)) {
-		t.Fatalf("extend: %+v %v", r, err)
+	r, moved, err := s.Extend(ctx, "kept", time.Hour, orders.Keyed{Key: "x1", Hash: "hx1"})
+	if err != nil || !moved || !r.ExpiresAt.Equal(clk.Now().Add(time.Hour).Truncate(time.Millisecond)) {
+		t.Fatalf("extend: %+v moved %v, %v", r, moved, err)
 	}
-	if r, err := s.Extend(ctx, "kept", time.Second, orders.Keyed{}); err != nil || !r.ExpiresAt.Equal(clk.Now().Add(time.Hour).Truncate(time.Millisecond)) {
-		t.Fatalf("a shorter extension: %+v %v", r, err)
+	if r, moved, err := s.Extend(ctx, "kept", time.Second, orders.Keyed{}); err != nil || moved || !r.ExpiresAt.Equal(clk.Now().Add(time.Hour).Truncate(time.Millisecond)) {
+		t.Fatalf("a shorter extension: %+v moved %v, %v; want the expiry kept, and said so", r, moved, err)
 	}
 
 	clk.Add(time.Second) // early expires at this very instant
@@ -194,7 +194,7 @@ func testExpiry(t *testing.T, kind string) {
 	wantStatus(t, s, "late", orders.HoldHeld)
 	_, _, err = s.Confirm(ctx, orders.Confirmation{HoldID: "early", Order: order("o1")}, nil)
 	wantEnded(t, err, orders.ErrHoldExpired)
-	_, err = s.Extend(ctx, "early", time.Hour, orders.Keyed{})
+	_, _, err = s.Extend(ctx, "early", time.Hour, orders.Keyed{})
 	wantEnded(t, err, orders.ErrHoldExpired)
 	_, _, err = s.Release(ctx, "early", orders.Keyed{}, nil)
 	wantEnded(t, err, orders.ErrHoldExpired)

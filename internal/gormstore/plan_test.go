@@ -244,7 +244,7 @@ func (p *orderPath) ops() []pathOp {
 			return err
 		}},
 		{"Extend", func(ctx context.Context) error {
-			_, err := p.store.Extend(ctx, holds.Placed[0].Order.ID, time.Minute, orders.Keyed{Key: fmt.Sprintf("x-%d", p.round), Hash: "h"})
+			_, _, err := p.store.Extend(ctx, holds.Placed[0].Order.ID, time.Minute, orders.Keyed{Key: fmt.Sprintf("x-%d", p.round), Hash: "h"})
 			return err
 		}},
 		{"Confirm", func(ctx context.Context) error {

@@ -85,6 +85,9 @@ func testPlace(t *testing.T, kind string) {
 	if !errors.As(err, &short) || len(short.SKUs) != 2 || short.SKUs[0] != "B-2" || short.SKUs[1] != "C-3" {
 		t.Fatalf("got %v, want insufficient stock for B-2 and C-3", err)
 	}
+	if a, ok := short.Available["B-2"]; !ok || a != 0 || len(short.Available) != 2 {
+		t.Fatalf("available %v; want B-2: 0 and C-3: 0", short.Available)
+	}
 	if _, err := s.Order(ctx, "o2"); !errors.Is(err, orders.ErrNotFound) {
 		t.Fatalf("refused order stored: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -101,6 +102,18 @@ func TestListAnswers(t *testing.T) {
 	w = do(h, call{method: "GET", path: "/v1/orders", header: map[string]string{"Authorization": "Bearer " + token}})
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"o2"`) || !strings.Contains(w.Body.String(), `"url":"/v1/orders"`) {
 		t.Errorf("orders page: %d %s", w.Code, w.Body)
+	}
+	// Holds are listed like orders: admin only, newest first, the same cursor.
+	if w := do(h, call{method: "GET", path: "/v1/reservations", offContract: true}); w.Code != http.StatusUnauthorized {
+		t.Errorf("holds without the admin token: %d, want 401", w.Code)
+	}
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	m.EXPECT().Reservations(mock.Anything, "h9", 2).Return([]orders.Reservation{{ID: "h8", Status: orders.HoldHeld,
+		Items: []orders.Item{{SKU: "A", Quantity: 1}}, CreatedAt: at, ExpiresAt: at.Add(time.Minute)}}, true, nil).Once()
+	w = do(h, call{method: "GET", path: "/v1/reservations?limit=2&starting_after=h9", header: map[string]string{"Authorization": "Bearer " + token}})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"h8"`) || !strings.Contains(w.Body.String(), `"url":"/v1/reservations"`) ||
+		!strings.Contains(w.Body.String(), `"has_more":true`) {
+		t.Errorf("holds page: %d %s", w.Code, w.Body)
 	}
 }
 

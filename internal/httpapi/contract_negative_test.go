@@ -808,11 +808,17 @@ func (s *acceptingStore) Release(ctx context.Context, id string, _ orders.Keyed,
 	return r, map[string]int64{"A-1": 1000}, nil
 }
 
-func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duration, _ orders.Keyed) (orders.Reservation, error) {
+func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duration, _ orders.Keyed) (orders.Reservation, bool, error) {
 	s.writes.Add(1)
 	r, _ := s.Reservation(ctx, id)
 	r.ExpiresAt = s.now().Add(ttl)
-	return r, nil
+	return r, true, nil
+}
+
+// Reservations lists one hold.
+func (s *acceptingStore) Reservations(ctx context.Context, _ string, _ int) ([]orders.Reservation, error) {
+	r, err := s.Reservation(ctx, "h-listed")
+	return []orders.Reservation{r}, err
 }
 
 func (s *acceptingStore) Expired(context.Context, int) ([]orders.Reservation, error) { return nil, nil }

@@ -245,6 +245,16 @@ func (s *server) listOrders(c *gin.Context) {
 	answerList(s, c, data, more, err)
 }
 
+func (s *server) listHolds(c *gin.Context) {
+	after, limit, err := pageParams(c)
+	if err != nil {
+		s.problem(c, err)
+		return
+	}
+	data, more, err := s.orders.Reservations(c.Request.Context(), after, limit)
+	answerList(s, c, data, more, err)
+}
+
 func answerList[T any](s *server, c *gin.Context, data []T, more bool, err error) {
 	if err != nil {
 		s.problem(c, err)

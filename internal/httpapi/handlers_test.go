@@ -87,10 +87,13 @@ func TestPlaceOrderAnswers(t *testing.T) {
 					t.Error("no Idempotent-Replayed header")
 				}
 			}},
-		{name: "short", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: &orders.InsufficientStockError{SKUs: []string{"A-1"}},
+		{name: "short", body: `{"items":[{"sku":"A-1","quantity":2}]}`, err: &orders.InsufficientStockError{SKUs: []string{"A-1"}, Available: map[string]int64{"A-1": 1}},
 			wantStatus: 409, wantType: "https://github.com/stockguard/stockguard/blob/main/docs/problems.md#insufficient-stock", check: func(t *testing.T, w *httptest.ResponseRecorder) {
 				if !strings.Contains(w.Body.String(), `"skus":["A-1"]`) {
 					t.Errorf("body does not name the SKU: %s", w.Body)
+				}
+				if !strings.Contains(w.Body.String(), `"available":{"A-1":1}`) || !strings.Contains(w.Body.String(), `A-1 (1 available)`) {
+					t.Errorf("body does not say how many are available: %s", w.Body)
 				}
 			}},
 		{name: "invalid values", off: true, body: `{"items":[{"sku":"A 1","quantity":0}]}`,

@@ -98,7 +98,20 @@ func (s *server) extendHold(c *gin.Context) {
 		return
 	}
 	held, err := s.orders.Extend(c.Request.Context(), orders.HoldAction{ID: c.Param("id"), TTL: req.TTL.duration(), IdempotencyKey: key})
-	s.held(c, http.StatusOK, held, err)
+	if err != nil || held.Replayed {
+		s.held(c, http.StatusOK, held, err) // a replay cannot tell whether the first request moved the expiry
+		return
+	}
+	c.Header("Location", "/v1/reservations/"+held.Reservation.ID)
+	c.JSON(http.StatusOK, extended{Reservation: held.Reservation, Extended: !held.Unchanged})
+}
+
+// extended is the answer to an extension: the hold, and whether its expiry
+// moved (false when the ttl asked for ended before the expiry it had, which is
+// kept: an extension never shortens a hold).
+type extended struct {
+	orders.Reservation
+	Extended bool `json:"extended"`
 }
 
 func (s *server) confirmHold(c *gin.Context) {

@@ -24,6 +24,7 @@ func TestHoldAnswers(t *testing.T) {
 		wantStatus int
 		wantType   string
 		wantHeader map[string]string
+		wantBody   string // a part of the answer's body
 	}{
 		{name: "hold", call: call{method: "POST", path: "/v1/reservations", body: `{"items":[{"sku":"A-1","quantity":2}],"ttl":"90s"}`,
 			header: map[string]string{"Idempotency-Key": "k1"}},
@@ -55,7 +56,16 @@ func TestHoldAnswers(t *testing.T) {
 		{name: "extend", call: call{method: "POST", path: "/v1/reservations/h1/extend", body: `{"ttl":"5m"}`},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Extend(mock.Anything, orders.HoldAction{ID: "h1", TTL: 5 * time.Minute}).Return(orders.Held{Reservation: hold}, nil).Once()
-			}, wantStatus: 200},
+			}, wantStatus: 200, wantBody: `"extended":true`},
+		{name: "an extend that does not move the expiry says so", call: call{method: "POST", path: "/v1/reservations/h1/extend", body: `{"ttl":"1s"}`},
+			expect: func(m *mocks.Orders) {
+				m.EXPECT().Extend(mock.Anything, orders.HoldAction{ID: "h1", TTL: time.Second}).Return(orders.Held{Reservation: hold, Unchanged: true}, nil).Once()
+			}, wantStatus: 200, wantBody: `"extended":false`},
+		{name: "a replayed extend does not claim either", call: call{method: "POST", path: "/v1/reservations/h1/extend", body: `{"ttl":"5m"}`,
+			header: map[string]string{"Idempotency-Key": "x1"}},
+			expect: func(m *mocks.Orders) {
+				m.EXPECT().Extend(mock.Anything, mock.Anything).Return(orders.Held{Reservation: hold, Replayed: true}, nil).Once()
+			}, wantStatus: 200, wantHeader: map[string]string{"Idempotent-Replayed": "true"}, wantBody: `"expires_at"`},
 		{name: "extend an expired hold", call: call{method: "POST", path: "/v1/reservations/h1/extend", body: `{"ttl":"5m"}`},
 			expect: func(m *mocks.Orders) {
 				m.EXPECT().Extend(mock.Anything, mock.Anything).Return(orders.Held{}, ended(orders.HoldExpired)).Once()
@@ -113,6 +123,12 @@ func TestHoldAnswers(t *testing.T) {
 					!strings.HasPrefix(w.Header().Get("Content-Type"), "application/problem+json") {
 					t.Fatalf("problem type %q (%v), want %q: %s", p.Type, err, tc.wantType, w.Body)
 				}
+			}
+			if !strings.Contains(w.Body.String(), tc.wantBody) {
+				t.Errorf("body %s; want it to hold %s", w.Body, tc.wantBody)
+			}
+			if tc.wantHeader["Idempotent-Replayed"] != "" && strings.Contains(w.Body.String(), `"extended"`) {
+				t.Errorf("a replay claims whether the first request moved the expiry: %s", w.Body)
 			}
 			for k, v := range tc.wantHeader {
 				if got := w.Header().Get(k); got != v {

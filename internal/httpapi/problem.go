@@ -78,6 +78,7 @@ type problem struct {
 	RequestID  string              `json:"request_id,omitempty"`
 	Errors     []orders.FieldError `json:"errors,omitempty"`     // invalid fields
 	SKUs       []string            `json:"skus,omitempty"`       // SKUs short of stock, or unknown
+	Available  map[string]int64    `json:"available,omitempty"`  // what the short SKUs had
 	Dependency string              `json:"dependency,omitempty"` // the dependency unavailable
 }
 
@@ -98,8 +99,8 @@ func (s *server) problem(c *gin.Context, err error) {
 	}
 	var short *orders.InsufficientStockError
 	if errors.As(err, &short) {
-		p.SKUs = short.SKUs
-		p.Detail = "not enough stock of " + strings.Join(short.SKUs, ", ")
+		p.SKUs, p.Available = short.SKUs, short.Available
+		p.Detail = shortDetail(short)
 	}
 	var unknown *orders.UnknownSKUError
 	if errors.As(err, &unknown) {
@@ -132,4 +133,17 @@ func (s *server) problem(c *gin.Context, err error) {
 	}
 	c.Header("Content-Type", "application/problem+json")
 	c.AbortWithStatusJSON(p.Status, p)
+}
+
+// shortDetail says which SKUs were short and, when known, how many units each
+// had: "not enough stock of a (2 available), b (0 available)".
+func shortDetail(e *orders.InsufficientStockError) string {
+	parts := make([]string, len(e.SKUs))
+	for i, sku := range e.SKUs {
+		parts[i] = sku
+		if n, ok := e.Available[sku]; ok {
+			parts[i] += " (" + strconv.FormatInt(n, 10) + " available)"
+		}
+	}
+	return "not enough stock of " + strings.Join(parts, ", ")
 }

@@ -9,6 +9,7 @@ func (s *server) routes(r *gin.Engine) {
 	r.GET("/v1/orders/:id", s.getOrder)
 	r.POST("/v1/orders/:id/cancel", s.cancelOrder)
 	r.POST("/v1/reservations", s.placeHold)
+	r.GET("/v1/reservations", s.admin, s.listHolds)
 	r.GET("/v1/reservations/:id", s.getHold)
 	r.POST("/v1/reservations/:id/extend", s.extendHold)
 	r.POST("/v1/reservations/:id/confirm", s.confirmHold)

@@ -30,6 +30,7 @@ type Orders interface {
 	Audit(ctx context.Context, deep bool) (orders.Audit, error)
 	Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error)
 	Reservation(ctx context.Context, id string) (orders.Reservation, error)
+	Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error)
 	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
 	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
 	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
@@ -37,8 +38,8 @@ type Orders interface {
 
 // Config tunes the HTTP layer.
 type Config struct {
-	// AdminToken guards the admin API: restock, set stock, the order list and the
-	// audit (Authorization: Bearer <token>). Empty turns the admin API off: every
+	// AdminToken guards the admin API: restock, set stock, the order and hold
+	// lists and the audit (Authorization: Bearer <token>). Empty turns the admin API off: every
 	// admin call is refused.
 	AdminToken string
 	// MaxBody bounds a request body; larger ones get 413. Default 16 KiB.

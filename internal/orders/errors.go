@@ -48,6 +48,30 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 // It matches ErrInsufficientStock.
 type InsufficientStockError struct {
 	SKUs []string
+	// Available is how many units of each SKU in SKUs were available to the
+	// request when it was refused (after the orders before it in its batch),
+	// or, for a replayed refusal, when it was replayed; nil when not known.
+	Available map[string]int64
+}
+
+// Shortage returns the refusal of items against available, or nil when every
+// line is covered.
+func Shortage(items []Item, available map[string]int64) *InsufficientStockError {
+	var e *InsufficientStockError
+	for _, it := range items {
+		have := available[it.SKU]
+		if have >= int64(it.Quantity) {
+			continue
+		}
+		if e == nil {
+			e = &InsufficientStockError{Available: map[string]int64{}}
+		}
+		if _, seen := e.Available[it.SKU]; !seen {
+			e.SKUs = append(e.SKUs, it.SKU)
+		}
+		e.Available[it.SKU] = max(have, 0)
+	}
+	return e
 }
 
 func (e *InsufficientStockError) Error() string {

@@ -46,8 +46,10 @@ type Store interface {
 	// Stock reads one SKU's counters (one row).
 	Stock(ctx context.Context, sku string) (Stock, error)
 	// Reservation reads one hold; one past its expiry (on the database's clock)
-	// reads expired.
+	// reads expired. Reservations lists holds before the hold id before, newest
+	// first, read as Reservation reads one, from indexed rows only.
 	Reservation(ctx context.Context, id string) (Reservation, error)
+	Reservations(ctx context.Context, before string, limit int) ([]Reservation, error)
 	// Confirm, Release and Extend act on a hold that is held and, on the
 	// database's clock, not past its expiry, else fail with a *HoldEndedError.
 	// Confirm moves the units confirmed from reserved to sold (never checked
@@ -56,8 +58,9 @@ type Store interface {
 	// in the same transaction (ErrIdempotencyConflict if recorded meanwhile).
 	Confirm(ctx context.Context, c Confirmation, fences Fences) (Order, map[string]int64, error)
 	Release(ctx context.Context, id string, k Keyed, fences Fences) (Reservation, map[string]int64, error)
-	// Extend moves the expiry to the database's time plus ttl, never earlier.
-	Extend(ctx context.Context, id string, ttl time.Duration, k Keyed) (Reservation, error)
+	// Extend moves the expiry to the database's time plus ttl, never earlier,
+	// and says whether it moved.
+	Extend(ctx context.Context, id string, ttl time.Duration, k Keyed) (Reservation, bool, error)
 	// Expired lists up to limit holds past their expiry and not yet swept, the
 	// earliest first; Expire ends those of ids still held and past their expiry,
 	// returning their units to available (fenced, and under the sweeper's lease),

@@ -52,9 +52,12 @@ type HoldRequest struct {
 
 // Held is the answer to a hold, an extension or a release: the hold, and
 // whether the answer replays an earlier request with the same idempotency key.
+// Unchanged is an extension that did not move the expiry (the TTL asked for
+// ended before it); a replay does not know, and says false.
 type Held struct {
 	Reservation Reservation
 	Replayed    bool
+	Unchanged   bool
 }
 
 // ConfirmRequest confirms hold ID into an order: every unit held when Items is

@@ -45,11 +45,12 @@ func (a redisAtomic) place(ctx context.Context, p orders.Placement) result {
 		if err != nil {
 			return result{err: err}
 		}
-		if len(shortOf(p.Order.Items, have)) == 0 {
+		refusal := orders.Shortage(p.Order.Items, have)
+		if refusal == nil {
 			s.dropReservations(ctx, skus)
 			return s.commitOne(ctx, p, nil)
 		}
-		return s.refuse(ctx, p, short)
+		return s.refuse(ctx, p, refusal)
 	}
 	r := s.commitOne(ctx, p, nil)
 	if r.placed == nil {
@@ -104,8 +105,8 @@ func (u unsafeRMW) place(ctx context.Context, p orders.Placement) result {
 	if err != nil {
 		return result{err: err}
 	}
-	if short := shortOf(p.Order.Items, have); len(short) > 0 {
-		return s.refuse(ctx, p, short)
+	if refusal := orders.Shortage(p.Order.Items, have); refusal != nil {
+		return s.refuse(ctx, p, refusal)
 	}
 	t := time.NewTimer(s.cfg.UnsafeWindow)
 	defer t.Stop()

@@ -187,7 +187,7 @@ func (s *Service) Extend(ctx context.Context, req orders.HoldAction) (orders.Hel
 	if r, done := s.recorded(ctx, k); done {
 		return s.resolvedHold(ctx, r)
 	}
-	out, err := s.store.Extend(ctx, req.ID, ttl, k)
+	out, moved, err := s.store.Extend(ctx, req.ID, ttl, k)
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
 		if r, done := s.recorded(ctx, k); done {
 			return s.resolvedHold(ctx, r)
@@ -196,7 +196,7 @@ func (s *Service) Extend(ctx context.Context, req orders.HoldAction) (orders.Hel
 	if err != nil {
 		return orders.Held{}, err
 	}
-	return orders.Held{Reservation: out}, nil
+	return orders.Held{Reservation: out, Unchanged: !moved}, nil
 }
 
 // endedOf is the refusal of a hold read as ended for good, or nil for one held
@@ -216,7 +216,7 @@ func endedOf(r orders.Reservation) *orders.HoldEndedError {
 // the refusal.
 func (s *Service) replayHold(ctx context.Context, o orders.Outcome) (orders.Held, error) {
 	if len(o.ShortSKUs) > 0 {
-		return orders.Held{}, &orders.ReplayedError{Err: &orders.InsufficientStockError{SKUs: o.ShortSKUs}}
+		return orders.Held{}, s.replayedShortage(ctx, o.ShortSKUs)
 	}
 	r, err := s.store.Reservation(ctx, o.ReservationID)
 	if err != nil {

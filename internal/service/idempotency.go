@@ -126,7 +126,7 @@ func (s *Service) commitOne(ctx context.Context, p orders.Placement, g orders.Gr
 	case err == nil:
 		return result{placed: &p.Order}
 	case errors.As(err, &short):
-		return s.refuse(ctx, p, short.SKUs)
+		return s.refuse(ctx, p, short)
 	case errors.Is(err, orders.ErrIdempotencyConflict):
 		if r, done := s.recorded(ctx, p.Keyed()); done {
 			return r
@@ -136,12 +136,11 @@ func (s *Service) commitOne(ctx context.Context, p orders.Placement, g orders.Gr
 }
 
 // refuse answers a refusal, recording it under the key for replay.
-func (s *Service) refuse(ctx context.Context, p orders.Placement, short []string) result {
-	refusal := &orders.InsufficientStockError{SKUs: short}
+func (s *Service) refuse(ctx context.Context, p orders.Placement, refusal *orders.InsufficientStockError) result {
 	if p.Key == "" {
 		return result{err: refusal}
 	}
-	p.Short = short
+	p.Short = refusal.SKUs
 	_, err := s.store.Commit(context.WithoutCancel(ctx), orders.Batch{Refused: []orders.Placement{p}}, nil)
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
 		if r, done := s.recorded(ctx, p.Keyed()); done {

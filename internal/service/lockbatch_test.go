@@ -194,10 +194,16 @@ func TestLockBatchServesMixedSKUSetsInOneTransaction(t *testing.T) {
 			t.Errorf("order %d: %+v %v; want placed", i, got[i].placed, got[i].err)
 		}
 	}
-	for i, sku := range map[int]string{3: "A", 4: "B"} {
+	// Each refusal says what the orders before it in the batch left of its SKU.
+	for i, want := range map[int]struct {
+		sku  string
+		left int64
+	}{3: {"A", 1}, 4: {"B", 0}} {
 		var short *orders.InsufficientStockError
-		if !errors.As(got[i].err, &short) || len(short.SKUs) != 1 || short.SKUs[0] != sku {
-			t.Errorf("order %d: %v; want short of %s", i, got[i].err, sku)
+		if !errors.As(got[i].err, &short) || len(short.SKUs) != 1 || short.SKUs[0] != want.sku {
+			t.Errorf("order %d: %v; want short of %s", i, got[i].err, want.sku)
+		} else if n, ok := short.Available[want.sku]; !ok || n != want.left {
+			t.Errorf("order %d: available %v; want %s: %d", i, short.Available, want.sku, want.left)
 		}
 	}
 	if !errors.Is(got[5].err, orders.ErrIdempotencyMismatch) {

@@ -216,7 +216,7 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 // decision is which placements of a batch go through, and what the others lacked.
 type decision struct {
 	placed []int
-	short  map[int][]string
+	short  map[int]*orders.InsufficientStockError
 }
 
 // decide takes the live placements in arrival order against available.
@@ -225,10 +225,10 @@ func decide(ps []orders.Placement, live []int, available map[string]int64) decis
 	for k, v := range available {
 		left[k] = v
 	}
-	d := decision{short: map[int][]string{}}
+	d := decision{short: map[int]*orders.InsufficientStockError{}}
 	for _, i := range live {
 		items := ps[i].Order.Items
-		if short := shortOf(items, left); len(short) > 0 {
+		if short := orders.Shortage(items, left); short != nil {
 			d.short[i] = short
 			continue
 		}
@@ -245,7 +245,7 @@ func (d decision) answer(ps []orders.Placement, rs []result) {
 		rs[i] = result{placed: &ps[i].Order}
 	}
 	for i, short := range d.short {
-		rs[i] = result{err: &orders.InsufficientStockError{SKUs: short}}
+		rs[i] = result{err: short}
 	}
 }
 
@@ -257,7 +257,7 @@ func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision,
 	}
 	for i, short := range d.short {
 		if p := ps[i]; p.Key != "" {
-			p.Short = short
+			p.Short = short.SKUs
 			b.Refused = append(b.Refused, p)
 		}
 	}
@@ -271,16 +271,6 @@ func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision,
 		return err
 	})
 	return after, err
-}
-
-func shortOf(items []orders.Item, available map[string]int64) []string {
-	var short []string
-	for _, it := range items {
-		if available[it.SKU] < int64(it.Quantity) {
-			short = append(short, it.SKU)
-		}
-	}
-	return short
 }
 
 // merged is what the cache is to hold after a commit: the values the database

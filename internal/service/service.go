@@ -380,6 +380,19 @@ func (s *Service) Orders(ctx context.Context, after string, limit int) ([]orders
 	return out[:min(len(out), limit)], len(out) > limit, nil
 }
 
+// Reservations lists up to limit holds, newest first, after the hold id after
+// in that order, and whether more follow.
+func (s *Service) Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error) {
+	if err := page(after, "starting_after", validID, limit); err != nil {
+		return nil, false, err
+	}
+	out, err := s.store.Reservations(ctx, after, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	return out[:min(len(out), limit)], len(out) > limit, nil
+}
+
 // page checks a listing's cursor and limit.
 func page(cursor, field string, valid func(string) bool, limit int) error {
 	var errs []orders.FieldError
@@ -425,13 +438,27 @@ func (s *Service) Audit(ctx context.Context, deep bool) (orders.Audit, error) {
 
 func (s *Service) replay(ctx context.Context, o orders.Outcome) (orders.Placed, error) {
 	if len(o.ShortSKUs) > 0 {
-		return orders.Placed{}, &orders.ReplayedError{Err: &orders.InsufficientStockError{SKUs: o.ShortSKUs}}
+		return orders.Placed{}, s.replayedShortage(ctx, o.ShortSKUs)
 	}
 	order, err := s.store.Order(ctx, o.OrderID)
 	if err != nil {
 		return orders.Placed{}, fmt.Errorf("replay: %w", err)
 	}
 	return orders.Placed{Order: order, Replayed: true}, nil
+}
+
+// replayedShortage is a recorded refusal for stock, replayed with the SKUs'
+// available units as they are now (the record keeps the SKUs only); without
+// them when the database does not answer, as the refusal itself stands.
+func (s *Service) replayedShortage(ctx context.Context, skus []string) error {
+	refusal := &orders.InsufficientStockError{SKUs: skus}
+	if have, err := s.store.Available(ctx, skus); err == nil {
+		refusal.Available = make(map[string]int64, len(skus))
+		for _, sku := range skus {
+			refusal.Available[sku] = max(have[sku], 0)
+		}
+	}
+	return &orders.ReplayedError{Err: refusal}
 }
 
 func hashItems(items []orders.Item) string {

@@ -307,15 +307,18 @@ func TestIdempotentRetryCreatesOneOrder(t *testing.T) {
 			t.Fatalf("stock %+v (%v): the retry sold again", st, err)
 		}
 		// A refusal is replayed as a refusal, even after restocking.
+		// The refusal says how many were available then; its replay, how many now.
 		big := orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 100}}, IdempotencyKey: "retry-2"}
-		if _, err := a.svc.Place(ctx, big); !errors.Is(err, orders.ErrInsufficientStock) {
-			t.Fatal(err)
+		var short *orders.InsufficientStockError
+		if _, err := a.svc.Place(ctx, big); !errors.As(err, &short) || short.Available["A"] != 7 {
+			t.Fatalf("%v (available %v); want insufficient stock, 7 available", err, short)
 		}
 		if _, _, err := a.svc.Restock(ctx, "A", 1000); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.svc.Place(ctx, big); !errors.Is(err, orders.ErrInsufficientStock) {
-			t.Fatalf("replayed refusal: %v", err)
+		_, err = b.svc.Place(ctx, big)
+		if !errors.As(err, &short) || !errors.Is(err, orders.ErrInsufficientStock) || short.Available["A"] != 1007 {
+			t.Fatalf("replayed refusal: %v (available %v); want insufficient stock, 1007 available now", err, short)
 		}
 	})
 }

@@ -712,6 +712,86 @@ func (_c *Orders_Reservation_Call) RunAndReturn(run func(ctx context.Context, id
 	return _c
 }
 
+// Reservations provides a mock function for the type Orders
+func (_mock *Orders) Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error) {
+	ret := _mock.Called(ctx, after, limit)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Reservations")
+	}
+
+	var r0 []orders.Reservation
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) ([]orders.Reservation, bool, error)); ok {
+		return returnFunc(ctx, after, limit)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) []orders.Reservation); ok {
+		r0 = returnFunc(ctx, after, limit)
+	} else {
+		if ret.Get(0) != nil {
+			r0 = ret.Get(0).([]orders.Reservation)
+		}
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int) bool); ok {
+		r1 = returnFunc(ctx, after, limit)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int) error); ok {
+		r2 = returnFunc(ctx, after, limit)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_Reservations_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Reservations'
+type Orders_Reservations_Call struct {
+	*mock.Call
+}
+
+// Reservations is a helper method to define mock.On call
+//   - ctx context.Context
+//   - after string
+//   - limit int
+func (_e *Orders_Expecter) Reservations(ctx interface{}, after interface{}, limit interface{}) *Orders_Reservations_Call {
+	return &Orders_Reservations_Call{Call: _e.mock.On("Reservations", ctx, after, limit)}
+}
+
+func (_c *Orders_Reservations_Call) Run(run func(ctx context.Context, after string, limit int)) *Orders_Reservations_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 int
+		if args[2] != nil {
+			arg2 = args[2].(int)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Reservations_Call) Return(reservations []orders.Reservation, b bool, err error) *Orders_Reservations_Call {
+	_c.Call.Return(reservations, b, err)
+	return _c
+}
+
+func (_c *Orders_Reservations_Call) RunAndReturn(run func(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error)) *Orders_Reservations_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // Restock provides a mock function for the type Orders
 func (_mock *Orders) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error) {
 	ret := _mock.Called(ctx, sku, quantity)
