@@ -243,6 +243,11 @@ func (p *orderPath) ops() []pathOp {
 			_, err := p.store.Reservation(ctx, holds.Placed[0].Order.ID)
 			return err
 		}},
+		{"Reservations(newest page)", func(ctx context.Context) error { _, err := p.store.Reservations(ctx, "", 21); return err }},
+		{"Reservations(before a cursor)", func(ctx context.Context) error {
+			_, err := p.store.Reservations(ctx, holds.Placed[2].Order.ID, 21)
+			return err
+		}},
 		{"Extend", func(ctx context.Context) error {
 			_, _, err := p.store.Extend(ctx, holds.Placed[0].Order.ID, time.Minute, orders.Keyed{Key: fmt.Sprintf("x-%d", p.round), Hash: "h"})
 			return err
