@@ -23,7 +23,7 @@ help: ## List the targets (in colour on a terminal only, and not with NO_COLOR s
 	awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %s%-12s%s %s\n", on, $$1, off, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: ## Run the demo on embedded defaults: oversell shown, then prevented; then a flash sale with carts that expire. The page of both rounds: DEMO_HTML (bin/demo.html).
+demo: ## Run the demo on embedded defaults: oversell shown, then prevented; then a flash sale with carts that expire. The page of all three rounds: DEMO_HTML (bin/demo.html).
 	$(GO) run ./cmd/demo -html '$(DEMO_HTML)'
 
 # make run's services: this machine's, unless DATABASE_URL and REDIS_URL say otherwise.
