@@ -271,7 +271,7 @@ func TestReadmeMetricsTable(t *testing.T) {
 			t.Fatalf("order %s: %d %v %s, want %d", body, status, err, b, want)
 		}
 	}
-	bad, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/orders", strings.NewReader(`{"items":`))
+	bad, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/orders", strings.NewReader(`{"items":`))
 	if err != nil {
 		t.Fatal(err)
 	}
