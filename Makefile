@@ -3,7 +3,7 @@
 GO            ?= go
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 MOCKERY       ?= $(GO) run github.com/vektra/mockery/v3@v3.7.0
-TEST_FLAGS    ?= -race -count=1 -timeout 15m
+TEST_FLAGS    ?= -race -count=1 -timeout 25m
 BENCH         ?= .
 BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 PROFILE       ?= quick
