@@ -35,12 +35,6 @@ func New(db *gorm.DB, now func() time.Time, timeout time.Duration) *Store {
 // DB returns the underlying handle (for health checks and tests).
 func (s *Store) DB() *gorm.DB { return s.db }
 
-func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.db.WithContext(ctx).Transaction(fn)
-}
-
 func (s *Store) conn(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	return s.db.WithContext(ctx), cancel
@@ -51,6 +45,9 @@ func (s *Store) conn(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, orders.ErrOutcomeUnknown) { // first: its cause may be a context's error
+		return orders.Unavailable(orders.DependencyDatabase, fmt.Errorf("%s: %w", op, err))
 	}
 	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
 		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict, orders.ErrInvalid,
