@@ -141,16 +141,22 @@ func (s *Store) PurgeRecords(ctx context.Context, cutoff time.Time, limit int, l
 func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
+	o, err := readOrder(db, id)
+	return o, unavailable("order", err)
+}
+
+// readOrder reads one order with its lines, on db (a transaction's, or not).
+func readOrder(db *gorm.DB, id string) (orders.Order, error) {
 	var row orderRow
 	if err := db.Where("id = ?", id).Take(&row).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return orders.Order{}, orders.ErrNotFound
 		}
-		return orders.Order{}, unavailable("order", err)
+		return orders.Order{}, err
 	}
 	var lines []lineRow
 	if err := db.Where("order_id = ?", id).Order("sku").Find(&lines).Error; err != nil {
-		return orders.Order{}, unavailable("order lines", err)
+		return orders.Order{}, fmt.Errorf("lines: %w", err)
 	}
 	items := make([]orders.Item, len(lines))
 	for i, l := range lines {
