@@ -41,7 +41,7 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) 
 	}
 	done = true
 	if err := tx.Commit().Error; err != nil {
-		if s.lostCommit(err) {
+		if lostCommit(s.db.Name(), err) {
 			return fmt.Errorf("%w: %w", orders.ErrOutcomeUnknown, err)
 		}
 		return err
@@ -49,7 +49,8 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) 
 	return nil
 }
 
-// lostCommit says whether err, returned by a COMMIT, leaves its outcome
+// lostCommit says whether err, returned by a COMMIT on dialect (gorm's name
+// of it), leaves its outcome
 // unknown: the COMMIT may have reached the server, and its answer did not
 // come back. Known (false) are: an error of the server itself (PostgreSQL's
 // ERROR, MySQL's error packet: the transaction was rolled back), a COMMIT the
@@ -59,8 +60,8 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) 
 // process: no answer can be lost). Everything else is unknown, including a
 // PostgreSQL FATAL in reply to a COMMIT: the session ended, and the commit
 // record may have been written first (a failover's shutdown does that).
-func (s *Store) lostCommit(err error) bool {
-	if s.db.Name() == "sqlite" {
+func lostCommit(dialect string, err error) bool {
+	if dialect == "sqlite" {
 		return false
 	}
 	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, driver.ErrBadConn) {
@@ -75,7 +76,11 @@ func (s *Store) lostCommit(err error) bool {
 	if errors.As(err, &pgErr) {
 		return pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC"
 	}
-	if pgconn.SafeToRetry(err) { // pgx: nothing was written to the connection
+	// pgx: nothing was written to the connection. Except "conn closed", which
+	// pgx says is safe to retry also when the connection closed while it awaited
+	// the COMMIT's answer (the status is read again after the failed read): seen
+	// on every COMMIT whose answer a test proxy dropped, and in a failover.
+	if pgconn.SafeToRetry(err) && !errors.Is(err, pgconn.ErrConnClosed) {
 		return false
 	}
 	var myErr *mysql.MySQLError
