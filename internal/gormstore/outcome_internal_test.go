@@ -30,10 +30,10 @@ func TestLostCommit(t *testing.T) {
 		{"postgres", context.DeadlineExceeded, false},                           // database/sql never sent it
 		{"postgres", fmt.Errorf("timeout: %w", context.DeadlineExceeded), true}, // a driver's, mid-COMMIT
 		{"postgres", closedAfterSend{}, true},                                   // pgx's "conn closed", safe to retry or not
-		{"mysql", &mysql.MySQLError{Number: 1213}, false},   // refused
-		{"mysql", mysql.ErrInvalidConn, true},               // lost
-		{"mysql", driver.ErrBadConn, false},                 // not sent
-		{"sqlite", errors.New("database is locked"), false}, // in the process
+		{"mysql", &mysql.MySQLError{Number: 1213}, false},                       // refused
+		{"mysql", mysql.ErrInvalidConn, true},                                   // lost
+		{"mysql", driver.ErrBadConn, false},                                     // not sent
+		{"sqlite", errors.New("database is locked"), false},                     // in the process
 	}
 	for _, c := range cases {
 		if got := lostCommit(c.dialect, c.err); got != c.lost {
