@@ -184,9 +184,18 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 				t.Fatalf("cancel retried: %d %s, want 409 already-cancelled", rec.Code, rec.Body)
 			}
 
-			// 6 stocked: 1 + 2 (kb) sold, 1 held, the 2 of ka back.
-			if st, err := lw.direct.Stock(ctx, "A"); err != nil || st != (orders.Stock{SKU: "A", Available: 2, Reserved: 1, Sold: 3, Stocked: 6}) {
-				t.Fatalf("stock %+v, %v; want 2 available, 1 reserved, 3 sold of 6", st, err)
+			// A restock takes no key: its outcome is read in stocked, as docs/problems.md says.
+			fired = lw.proxy.Arm(testenv.CommitAnswerLost)
+			_, _, err = lw.rep.svc.Restock(ctx, "A", 4)
+			awaitFired(t, fired)
+			if !errors.Is(err, orders.ErrOutcomeUnknown) {
+				t.Fatalf("restock: %v, want ErrOutcomeUnknown", err)
+			}
+			lw.wantNoGuessCached(t, "A")
+
+			// 10 stocked: 1 + 2 (kb) sold, 1 held, the 2 of ka back.
+			if st, err := lw.direct.Stock(ctx, "A"); err != nil || st != (orders.Stock{SKU: "A", Available: 6, Reserved: 1, Sold: 3, Stocked: 10}) {
+				t.Fatalf("stock %+v, %v; want 6 available, 1 reserved, 3 sold of 10", st, err)
 			}
 			a, err := lw.rep.svc.Audit(ctx, true)
 			if err != nil || !a.Consistent || a.Oversold != 0 {
