@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,14 +19,14 @@ import (
 type CommitFault int
 
 const (
-	// CommitForwarded: the COMMIT and its answer pass (no fault).
+	// CommitForwarded is no fault: the COMMIT and its answer pass.
 	CommitForwarded CommitFault = iota
-	// CommitAnswerLost: the COMMIT goes to the server, whose answer
+	// CommitAnswerLost sends the COMMIT to the server, whose answer
 	// (CommandComplete) is awaited, dropped, and the client's connection
 	// closed: committed, and the client cannot know it.
 	CommitAnswerLost
-	// CommitNotSent: the connection is closed instead of the COMMIT being
-	// forwarded: not committed, and the client cannot know it either.
+	// CommitNotSent closes the connection instead of forwarding the COMMIT:
+	// not committed, and the client cannot know it either.
 	CommitNotSent
 )
 
@@ -53,7 +54,7 @@ type PGProxy struct {
 // target (host:port) until the test ends.
 func NewPGProxy(t testing.TB, target string) *PGProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,8 @@ func (p *PGProxy) accept() {
 		if err != nil {
 			return // closed at the test's end
 		}
-		server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		dialer := net.Dialer{Timeout: 5 * time.Second}
+		server, err := dialer.DialContext(context.Background(), "tcp", p.target)
 		if err != nil {
 			p.t.Logf("pgproxy: dial %s: %v", p.target, err)
 			_ = client.Close()
