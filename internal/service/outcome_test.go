@@ -1,8 +1,10 @@
 package service_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
@@ -200,6 +203,46 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 			a, err := lw.rep.svc.Audit(ctx, true)
 			if err != nil || !a.Consistent || a.Oversold != 0 {
 				t.Fatalf("audit %+v, %v; want consistent, nothing oversold", a, err)
+			}
+		})
+	}
+}
+
+// leaseEndingLocker runs fn, then says the lease was lost during it, as
+// rediscache's locker does when the lease ends while fn runs.
+type leaseEndingLocker struct{}
+
+func (leaseEndingLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {
+	if err := fn(ctx, nil); err != nil {
+		return fmt.Errorf("%w: %w", orders.ErrLeaseLost, err)
+	}
+	return orders.ErrLeaseLost
+}
+
+// cutCommitStore is a store whose commits are cut off by their context's end
+// mid-COMMIT: their outcome is unknown, and their error wraps context.Canceled.
+type cutCommitStore struct{ orders.Store }
+
+func (cutCommitStore) Commit(context.Context, orders.Batch, orders.Fences) (map[string]int64, error) {
+	return nil, orders.Unavailable(orders.DependencyDatabase, fmt.Errorf("commit: %w: %w", orders.ErrOutcomeUnknown, context.Canceled))
+}
+
+// A lease lost while the COMMIT was in flight does not make its unknown
+// outcome a lease-lost "nothing was done".
+func TestLeaseLostDuringCommitStaysUnknown(t *testing.T) {
+	for _, strategy := range []orders.Strategy{orders.StrategyLock, orders.StrategyLockBatch} {
+		t.Run(string(strategy), func(t *testing.T) {
+			w := newWorld(t, testenv.SQLite)
+			rep := w.replicaOf(t, strategy, nil)
+			if _, _, err := rep.svc.Restock(t.Context(), "A", 5); err != nil {
+				t.Fatal(err)
+			}
+			deps := rep.deps
+			deps.Store, deps.Locker = cutCommitStore{rep.store}, leaseEndingLocker{}
+			svc := service.New(service.Config{Strategy: strategy}, deps, slog.New(slog.DiscardHandler), time.Now)
+			_, err := svc.Place(t.Context(), orders.PlaceRequest{Items: []orders.Item{{SKU: "A", Quantity: 1}}, IdempotencyKey: "k"})
+			if !errors.Is(err, orders.ErrOutcomeUnknown) {
+				t.Fatalf("place: %v, want ErrOutcomeUnknown", err)
 			}
 		})
 	}
