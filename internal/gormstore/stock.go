@@ -13,6 +13,7 @@ import (
 // Cancel marks a placed order cancelled and returns its stock, fenced.
 func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at time.Time) (orders.Order, map[string]int64, error) {
 	var after map[string]int64
+	var o orders.Order
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&orderRow{}).Where("id = ? AND status = ?", id, orders.StatusPlaced).
 			Updates(map[string]any{"status": orders.StatusCancelled, "cancelled_at": at.UTC()})
@@ -45,19 +46,23 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 			}
 		}
 		var err error
-		after, err = available(tx, skus)
+		if after, err = available(tx, skus); err != nil {
+			return err
+		}
+		// Read in the transaction: a read after the commit that failed would
+		// answer 503 for a cancel that was made.
+		o, err = readOrder(tx, id)
 		return err
 	})
 	if err != nil {
 		return orders.Order{}, nil, unavailable("cancel", err)
 	}
-	o, err := s.Order(ctx, id)
-	return o, after, err
+	return o, after, nil
 }
 
 // Restock adds stock, creating the SKU if new, fenced, with a ledger entry.
-func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) (int64, error) {
-	var after map[string]int64
+func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) (orders.Stock, error) {
+	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		err := s.shift(tx, sku, delta{available: quantity, stocked: quantity}, fence)
 		if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -70,17 +75,31 @@ func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) 
 		if err := tx.Create(&entry).Error; err != nil {
 			return err
 		}
-		after, err = available(tx, []string{sku})
+		after, err = stockOf(tx, sku)
 		return err
 	})
-	return after[sku], unavailable("restock", err)
+	if err != nil {
+		return orders.Stock{}, unavailable("restock", err)
+	}
+	return after, nil
+}
+
+// stockOf reads one SKU's counters in a write's transaction, so that a write
+// that committed is answered with them, never with a read after it that failed.
+func stockOf(tx *gorm.DB, sku string) (orders.Stock, error) {
+	var row skuRow
+	if err := tx.Where("sku = ?", sku).Take(&row).Error; err != nil {
+		return orders.Stock{}, err
+	}
+	return row.stock(), nil
 }
 
 // SetStock sets a SKU's available units to available, creating the SKU if it
 // is new, fenced like Restock; the ledger records the difference as a restock
 // (negative when it lowers the stock). It returns whether the SKU was created.
-func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64) (bool, error) {
+func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64) (orders.Stock, bool, error) {
 	created := false
+	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		var row skuRow
 		err := tx.Where("sku = ?", sku).Take(&row).Error
@@ -93,12 +112,22 @@ func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64
 			// and it (none under the lock) would make it refuse, not overwrite.
 			err = s.shift(tx, sku, delta{available: available - row.Available, stocked: available - row.Available}, fence)
 		}
-		if err != nil || available == row.Available && !created {
+		if err != nil {
 			return err
 		}
-		return tx.Create(&ledgerRow{SKU: sku, Delta: available - row.Available, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error
+		if available != row.Available || created {
+			err = tx.Create(&ledgerRow{SKU: sku, Delta: available - row.Available, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error
+			if err != nil {
+				return err
+			}
+		}
+		after, err = stockOf(tx, sku)
+		return err
 	})
-	return created, unavailable("set stock", err)
+	if err != nil {
+		return orders.Stock{}, false, unavailable("set stock", err)
+	}
+	return after, created, nil
 }
 
 // SKUs lists up to limit SKUs' counters after the SKU after ("" from the

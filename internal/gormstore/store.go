@@ -35,12 +35,6 @@ func New(db *gorm.DB, now func() time.Time, timeout time.Duration) *Store {
 // DB returns the underlying handle (for health checks and tests).
 func (s *Store) DB() *gorm.DB { return s.db }
 
-func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.db.WithContext(ctx).Transaction(fn)
-}
-
 func (s *Store) conn(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	return s.db.WithContext(ctx), cancel
@@ -51,6 +45,9 @@ func (s *Store) conn(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, orders.ErrOutcomeUnknown) { // first: its cause may be a context's error
+		return orders.Unavailable(orders.DependencyDatabase, fmt.Errorf("%s: %w", op, err))
 	}
 	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
 		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict, orders.ErrInvalid,
@@ -144,16 +141,22 @@ func (s *Store) PurgeRecords(ctx context.Context, cutoff time.Time, limit int, l
 func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
+	o, err := readOrder(db, id)
+	return o, unavailable("order", err)
+}
+
+// readOrder reads one order with its lines, on db (a transaction's, or not).
+func readOrder(db *gorm.DB, id string) (orders.Order, error) {
 	var row orderRow
 	if err := db.Where("id = ?", id).Take(&row).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return orders.Order{}, orders.ErrNotFound
 		}
-		return orders.Order{}, unavailable("order", err)
+		return orders.Order{}, err
 	}
 	var lines []lineRow
 	if err := db.Where("order_id = ?", id).Order("sku").Find(&lines).Error; err != nil {
-		return orders.Order{}, unavailable("order lines", err)
+		return orders.Order{}, fmt.Errorf("lines: %w", err)
 	}
 	items := make([]orders.Item, len(lines))
 	for i, l := range lines {

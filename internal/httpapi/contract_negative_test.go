@@ -758,14 +758,14 @@ func (s *acceptingStore) Cancel(_ context.Context, id string, _ orders.Fences, a
 	return o, map[string]int64{"A-1": 1000}, nil
 }
 
-func (s *acceptingStore) Restock(context.Context, string, int64, int64) (int64, error) {
+func (s *acceptingStore) Restock(_ context.Context, sku string, _, _ int64) (orders.Stock, error) {
 	s.writes.Add(1)
-	return 1000, nil
+	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, nil
 }
 
-func (s *acceptingStore) SetStock(context.Context, string, int64, int64) (bool, error) {
+func (s *acceptingStore) SetStock(_ context.Context, sku string, _, _ int64) (orders.Stock, bool, error) {
 	s.writes.Add(1)
-	return false, nil
+	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, false, nil
 }
 
 func (s *acceptingStore) Order(_ context.Context, id string) (orders.Order, error) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -51,6 +52,9 @@ var statuses = []struct {
 	{orders.ErrHoldExpired, http.StatusGone, "reservation-expired", "Reservation expired"},
 	{orders.ErrHoldReleased, http.StatusConflict, "reservation-released", "Reservation released"},
 	{orders.ErrHoldConfirmed, http.StatusConflict, "reservation-confirmed", "Reservation already confirmed"},
+	// Before every other 503: an unknown outcome matches dependency-unavailable,
+	// and may wrap a deadline or a lost lease, and none of those may be said of it.
+	{orders.ErrOutcomeUnknown, http.StatusServiceUnavailable, "outcome-unknown", "Outcome unknown: retry with the same Idempotency-Key"},
 	{orders.ErrBusy, http.StatusServiceUnavailable, "busy", "SKU busy: try again"},
 	{orders.ErrOverloaded, http.StatusServiceUnavailable, "overloaded", "Too many orders waiting for this SKU: try again"},
 	{orders.ErrLeaseLost, http.StatusServiceUnavailable, "lease-lost", "Lock lost during the request: try again"},
@@ -125,7 +129,13 @@ func (s *server) problem(c *gin.Context, err error) {
 				p.Dependency = dep.Dependency
 				p.Detail = dep.Dependency + " unavailable"
 			}
-			s.log.WarnContext(c.Request.Context(), "dependency unavailable", "dependency", p.Dependency, "err", err)
+			msg := "dependency unavailable"
+			if errors.Is(err, orders.ErrOutcomeUnknown) {
+				msg = "outcome unknown: the commit was sent and its answer lost"
+				p.Detail = "the connection to the " + cmp.Or(p.Dependency, "database") +
+					" was lost after the commit was sent: the write may or may not have been made"
+			}
+			s.log.WarnContext(c.Request.Context(), msg, "dependency", p.Dependency, "err", err)
 		}
 	}
 	if errors.Is(err, errUnauthorized) {

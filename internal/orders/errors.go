@@ -20,6 +20,12 @@ var (
 	ErrLeaseLost           = errors.New("the SKU lock was lost during the request")
 	ErrUnavailable         = errors.New("a backing service is unavailable")
 	ErrOverloaded          = errors.New("too many orders waiting for this SKU: try again")
+	// ErrOutcomeUnknown is a write whose COMMIT was sent but whose answer was
+	// lost (the connection closed, reset or timed out): it may have committed or
+	// not. Only a retry with the same idempotency key (or a read) can tell. The
+	// store returns it as a DependencyError, so it matches ErrUnavailable too:
+	// match it first.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the commit was sent but its answer was lost")
 )
 
 // FieldError names one invalid field of a request.

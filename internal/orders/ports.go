@@ -33,11 +33,13 @@ type Store interface {
 	// Cancel marks a placed order cancelled and returns its stock, in one
 	// transaction, and returns the order and the available stock after.
 	Cancel(ctx context.Context, id string, fences Fences, at time.Time) (Order, map[string]int64, error)
-	// Restock adds stock, creating the SKU if new, and returns what is available.
-	Restock(ctx context.Context, sku string, quantity, fence int64) (int64, error)
+	// Restock adds stock, creating the SKU if new, and returns its counters
+	// after, read in the same transaction.
+	Restock(ctx context.Context, sku string, quantity, fence int64) (Stock, error)
 	// SetStock sets a SKU's available units, creating it if new (then true),
-	// fenced; the ledger records the difference.
-	SetStock(ctx context.Context, sku string, available, fence int64) (bool, error)
+	// fenced; the ledger records the difference. It returns the counters after,
+	// read in the same transaction.
+	SetStock(ctx context.Context, sku string, available, fence int64) (Stock, bool, error)
 	Order(ctx context.Context, id string) (Order, error)
 	// SKUs lists SKUs after the SKU after, in SKU order; Orders lists orders
 	// before the order id before, newest first; each reads indexed rows only.

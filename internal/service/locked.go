@@ -124,7 +124,8 @@ func coveredBy(p orders.Placement, held map[string]bool) bool {
 
 // locked takes the locks of skus, then the placements to serve (take is called
 // once, with the locks held), and serves them. A result cut short by the end of
-// the critical section (a lost lease, say) gets the reason, not "cancelled".
+// the critical section (a lost lease, say) gets the reason, not "cancelled";
+// unless its outcome is unknown, which it stays.
 func (s *Service) locked(ctx context.Context, skus []string, take func() []orders.Placement) ([]result, error) {
 	var rs []result
 	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
@@ -137,6 +138,9 @@ func (s *Service) locked(ctx context.Context, skus []string, take func() []order
 		return rs, err
 	}
 	for i := range rs {
+		if errors.Is(rs[i].err, orders.ErrOutcomeUnknown) {
+			continue // a COMMIT cut off by the lost lease may have committed: not a lease-lost "nothing done"
+		}
 		if errors.Is(rs[i].err, context.Canceled) || errors.Is(rs[i].err, context.DeadlineExceeded) {
 			rs[i].err = err
 		}

@@ -19,6 +19,7 @@ func TestRefusalReasonsAreReasons(t *testing.T) {
 		orders.ErrUnknownSKU, orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed, orders.ErrStaleLeader,
 		&orders.InsufficientStockError{SKUs: []string{"A-1"}}, &orders.UnknownSKUError{SKUs: []string{"A-1"}},
 		orders.Unavailable("redis", errors.New("connection refused")),
+		orders.Unavailable("database", fmt.Errorf("commit: %w: %w", orders.ErrOutcomeUnknown, errors.New("conn closed"))),
 		fmt.Errorf("wrapped: %w", orders.ErrBusy), errors.New("a bug"),
 	}
 	seen := map[string]bool{}

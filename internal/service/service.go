@@ -255,14 +255,14 @@ func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orde
 	if err := validStocking(sku, "quantity", quantity, 1); err != nil {
 		return orders.Stock{}, false, err
 	}
-	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (bool, error) {
+	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
 		_, err := s.store.Stock(ctx, sku)
 		created := errors.Is(err, orders.ErrNotFound)
 		if err != nil && !created {
-			return false, err
+			return orders.Stock{}, false, err
 		}
-		_, err = s.store.Restock(ctx, sku, quantity, fence)
-		return created, err
+		st, err := s.store.Restock(ctx, sku, quantity, fence)
+		return st, created, err
 	})
 }
 
@@ -272,7 +272,7 @@ func (s *Service) SetStock(ctx context.Context, sku string, available int64) (or
 	if err := validStocking(sku, "available", available, 0); err != nil {
 		return orders.Stock{}, false, err
 	}
-	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (bool, error) {
+	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
 		return s.store.SetStock(ctx, sku, available, fence)
 	})
 }
@@ -294,19 +294,20 @@ func validStocking(sku, field string, n, least int64) error {
 }
 
 // stocking runs write, a change of sku's stock, under the SKU's lock and fence,
-// then updates the cache, and returns the SKU's counters and write's answer.
-func (s *Service) stocking(ctx context.Context, sku string, write func(ctx context.Context, fence int64) (bool, error)) (orders.Stock, bool, error) {
+// then updates the cache, and returns the SKU's counters (read in the write's
+// transaction: a read after it could fail for a write that was made) and
+// whether the SKU was created.
+func (s *Service) stocking(ctx context.Context, sku string,
+	write func(ctx context.Context, fence int64) (orders.Stock, bool, error),
+) (orders.Stock, bool, error) {
 	var created bool
-	var st orders.Stock // read under the lock: the cache's value and the answer
+	var st orders.Stock // the cache's value and the answer
 	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, g orders.Grant) error {
 		err := s.fenced(ctx, g, func(fences orders.Fences) error {
 			var err error
-			created, err = write(ctx, fences[sku])
+			st, created, err = write(ctx, fences[sku])
 			return err
 		})
-		if err == nil {
-			st, err = s.store.Stock(ctx, sku)
-		}
 		if err != nil {
 			s.afterFailure(ctx, []string{sku}, err)
 			return err
@@ -492,6 +493,8 @@ func (s *Service) refused(err error) {
 
 func reason(err error) string {
 	switch {
+	case errors.Is(err, orders.ErrOutcomeUnknown): // first: it matches unavailable, and lease_lost when the lease ended during the commit
+		return "outcome_unknown"
 	case errors.Is(err, orders.ErrInsufficientStock):
 		return "insufficient_stock"
 	case errors.Is(err, orders.ErrBusy):

@@ -30,10 +30,24 @@ type counts struct {
 	audits, lastOversold, lastOverdue             atomic.Int64
 	onLeading                                     func(bool)
 	onExpired                                     func(n int)
+	reasons                                       sync.Map // reason -> *atomic.Int64
 }
 
-func (c *counts) OrderPlaced()         { c.placed.Add(1) }
-func (c *counts) OrderRefused(string)  { c.refused.Add(1) }
+// refusedFor is how many refusals were counted under reason.
+func (c *counts) refusedFor(reason string) int64 {
+	n, ok := c.reasons.Load(reason)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+func (c *counts) OrderPlaced() { c.placed.Add(1) }
+func (c *counts) OrderRefused(reason string) {
+	c.refused.Add(1)
+	n, _ := c.reasons.LoadOrStore(reason, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
 func (c *counts) FenceRejected(string) { c.fenceRejected.Add(1) }
 func (c *counts) CacheRepaired(string) { c.cacheRepaired.Add(1) }
 func (c *counts) HoldPlaced()          { c.holds.Add(1) }
