@@ -207,18 +207,8 @@ func StartPatroni(t testing.TB) *Patroni {
 	}
 	// Both standbys streaming: a failover then has a candidate whichever one
 	// is the synchronous standby.
-	if _, err := p.waitRoles(ctx, func(c patroniCluster) error {
-		for _, m := range c.Members {
-			if m.State != "running" && m.State != "streaming" {
-				return fmt.Errorf("%s is %s", m.Name, m.State)
-			}
-		}
-		if len(c.Members) != 3 {
-			return fmt.Errorf("%d members", len(c.Members))
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("patroni: %v", err)
+	if err := p.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
 	}
 	leader, err := p.Leader(ctx)
 	if err != nil {
@@ -338,51 +328,90 @@ func (m *PatroniMember) Stop() { m.signal(syscall.SIGSTOP) }
 // connection to it).
 func (m *PatroniMember) Cont() { m.signal(syscall.SIGCONT) }
 
-// signal sends sig to Patroni's process group and the postmaster's.
+// signal sends sig to Patroni's process group, and to the postmaster and
+// each of its children: PostgreSQL puts every child in a session of its own
+// (setsid), so the postmaster's group is the postmaster alone.
 func (m *PatroniMember) signal(sig syscall.Signal) {
-	groups := []int{}
 	m.mu.Lock()
 	if m.cmd != nil && m.cmd.Process != nil {
-		groups = append(groups, m.cmd.Process.Pid) // Setpgid: its pid is its group
-	}
-	m.mu.Unlock()
-	if g := m.postmasterGroup(); g > 0 {
-		groups = append(groups, g)
-	}
-	for _, g := range groups {
+		g := m.cmd.Process.Pid // Setpgid: its pid is its group
 		if sig == syscall.SIGKILL {
-			_ = syscall.Kill(-g, syscall.SIGCONT) // a stopped group dies on SIGKILL too; its waits must not hang
+			_ = syscall.Kill(-g, syscall.SIGCONT) // a stopped process dies on SIGKILL too; its waits must not hang
 		}
 		_ = syscall.Kill(-g, sig)
 	}
+	m.mu.Unlock()
+	pm := m.postmaster()
+	if pm == 0 {
+		return
+	}
+	// The postmaster stopped first, it forks no child between the listing and
+	// the signal, and its children keep it as their parent until they get it.
+	_ = syscall.Kill(pm, syscall.SIGSTOP)
+	for _, c := range childrenOf(pm) {
+		if sig == syscall.SIGKILL {
+			_ = syscall.Kill(c, syscall.SIGCONT)
+		}
+		_ = syscall.Kill(c, sig)
+	}
+	if sig != syscall.SIGSTOP {
+		_ = syscall.Kill(pm, syscall.SIGCONT)
+	}
+	_ = syscall.Kill(pm, sig)
 }
 
-// postmasterGroup is the process group of the member's running postmaster (the
-// first line of postmaster.pid), 0 when none runs.
-func (m *PatroniMember) postmasterGroup() int {
+// postmaster is the pid of the member's running postmaster (the first line of
+// postmaster.pid), 0 when none runs.
+func (m *PatroniMember) postmaster() int {
 	b, err := os.ReadFile(filepath.Join(m.dir, "data", "postmaster.pid"))
 	if err != nil {
 		return 0
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
+	if err != nil || pid <= 1 {
 		return 0
 	}
+	if comm, ppid := procStat(pid); comm != "postgres" || ppid == 0 {
+		return 0 // gone, or a pid recycled by another program
+	}
+	return pid
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid := procStat(c); ppid == pid {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// procStat is a process's command name and parent pid, from /proc; "" and 0
+// when it is gone or a zombie (its parent, init, may never reap it here).
+func procStat(pid int) (comm string, ppid int) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return "", 0
 	}
-	// pid (comm) state ppid pgrp ...: comm may hold spaces, so after the last ')'.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 3 {
-		return 0
+	// pid (comm) state ppid ...: comm may hold spaces, so split at the last ')'.
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", 0
 	}
-	pgrp, _ := strconv.Atoi(fields[2])
-	if pgrp <= 1 || !strings.Contains(string(stat), "(postgres)") {
-		return 0 // a pid recycled by another program
+	fields := strings.Fields(string(stat[end+1:]))
+	if len(fields) < 2 || fields[0] == "Z" {
+		return "", 0
 	}
-	return pgrp
+	ppid, _ = strconv.Atoi(fields[1])
+	return string(stat[open+1 : end]), ppid
 }
 
 // stop ends the member at the test's end: Patroni first (so it does not start
@@ -397,19 +426,22 @@ func (m *PatroniMember) stop() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-	g := m.postmasterGroup()
-	if g == 0 {
+	pm := m.postmaster()
+	if pm == 0 {
 		return
 	}
-	_ = syscall.Kill(-g, syscall.SIGCONT)
-	_ = syscall.Kill(-g, syscall.SIGQUIT)
+	_ = syscall.Kill(pm, syscall.SIGCONT)
+	for _, c := range childrenOf(pm) {
+		_ = syscall.Kill(c, syscall.SIGCONT) // a frozen child would hold up the shutdown
+	}
+	_ = syscall.Kill(pm, syscall.SIGQUIT)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if syscall.Kill(-g, 0) != nil {
+		if comm, _ := procStat(pm); comm == "" {
 			return
 		}
-		time.Sleep(50 * time.Millisecond) // polling the processes' exit, with a deadline
+		time.Sleep(50 * time.Millisecond) // polling the process's exit, with a deadline
 	}
-	_ = syscall.Kill(-g, syscall.SIGKILL)
+	m.signal(syscall.SIGKILL)
 }
 
 // patroniCluster is Patroni's GET /cluster.
@@ -545,6 +577,46 @@ func (p *Patroni) SyncStandby(ctx context.Context) (*PatroniMember, error) {
 		return p.member(s), nil
 	}
 	return nil, errors.New("patroni: no synchronous standby")
+}
+
+// WaitPromoted waits, within ctx, until Patroni names a running leader other
+// than the member named not, and returns it: the promotion as Patroni sees
+// it, before the new leader may commit (WaitLeader).
+func (p *Patroni) WaitPromoted(ctx context.Context, not string) (*PatroniMember, error) {
+	c, err := p.waitRoles(ctx, func(c patroniCluster) error {
+		if l := c.leader(); l == nil || l.Name == not {
+			return errors.New("no running leader but " + not)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for a leader other than %s: %w", not, err)
+	}
+	return p.member(c.leader().Name), nil
+}
+
+// WaitHealthy waits, within ctx, until all three members run (the leader) or
+// stream from it, one of them as the synchronous standby: after a member was
+// started again, say.
+func (p *Patroni) WaitHealthy(ctx context.Context) error {
+	_, err := p.waitRoles(ctx, func(c patroniCluster) error {
+		if len(c.Members) != len(p.Members) {
+			return fmt.Errorf("%d members of %d", len(c.Members), len(p.Members))
+		}
+		for _, m := range c.Members {
+			if m.State != "running" && m.State != "streaming" {
+				return fmt.Errorf("%s is %s", m.Name, m.State)
+			}
+		}
+		if c.leader() == nil || c.syncStandby() == "" {
+			return errors.New("no leader or no synchronous standby")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("patroni: waiting for every member: %w", err)
+	}
+	return nil
 }
 
 // WaitLeader waits, within ctx, until Patroni has a running leader other than
