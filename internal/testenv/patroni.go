@@ -360,6 +360,31 @@ func (m *PatroniMember) signal(sig syscall.Signal) {
 	_ = syscall.Kill(pm, sig)
 }
 
+// Pids lists the member's live processes: Patroni, the postmaster and its
+// children (PostgreSQL's backends and workers).
+func (m *PatroniMember) Pids() []int {
+	var pids []int
+	m.mu.Lock()
+	if m.cmd != nil && m.cmd.Process != nil {
+		select {
+		case <-m.done:
+		default:
+			pids = append(pids, m.cmd.Process.Pid)
+		}
+	}
+	m.mu.Unlock()
+	if pm := m.postmaster(); pm != 0 {
+		pids = append(append(pids, pm), childrenOf(pm)...)
+	}
+	return pids
+}
+
+// Alive reports whether process pid runs (a zombie does not).
+func Alive(pid int) bool {
+	comm, _ := procStat(pid)
+	return comm != ""
+}
+
 // postmaster is the pid of the member's running postmaster (the first line of
 // postmaster.pid), 0 when none runs.
 func (m *PatroniMember) postmaster() int {
