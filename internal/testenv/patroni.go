@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -348,16 +349,24 @@ func (m *PatroniMember) signal(sig syscall.Signal) {
 	// The postmaster stopped first, it forks no child between the listing and
 	// the signal, and its children keep it as their parent until they get it.
 	_ = syscall.Kill(pm, syscall.SIGSTOP)
-	for _, c := range childrenOf(pm) {
-		if sig == syscall.SIGKILL {
-			_ = syscall.Kill(c, syscall.SIGCONT)
+	pids := append(childrenOf(pm), pm)
+	for _, pid := range pids {
+		if sig == syscall.SIGKILL || pid == pm {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
-		_ = syscall.Kill(c, sig)
+		_ = syscall.Kill(pid, sig)
 	}
-	if sig != syscall.SIGSTOP {
-		_ = syscall.Kill(pm, syscall.SIGCONT)
+	if sig != syscall.SIGKILL {
+		return
 	}
-	_ = syscall.Kill(pm, sig)
+	// SIGKILL takes effect asynchronously: the member is dead once each
+	// process is gone (or a zombie).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if !slices.ContainsFunc(pids, Alive) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling the processes' exit, with a deadline
+	}
 }
 
 // Pids lists the member's live processes: Patroni, the postmaster and its
