@@ -49,11 +49,6 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if isPostgres(databaseURL) {
-		if dialector, err = postgresDialector(databaseURL); err != nil {
-			return nil, fmt.Errorf("open database: %w", err)
-		}
-	}
 	db, err := gorm.Open(dialector, &gorm.Config{
 		Logger:                 logger.Discard,
 		TranslateError:         true, // duplicate keys as gorm.ErrDuplicatedKey on every dialect
@@ -168,10 +163,10 @@ func isPostgres(raw string) bool {
 // leave none for the next host, the primary.
 const multiHostTimeout = 2 * time.Second
 
-// postgresDialector opens the pool as GORM's PostgreSQL driver would (pgx's
-// database/sql driver), with dropReadOnly as the check of a pooled connection
-// before reuse, and multiHostTimeout.
-func postgresDialector(raw string) (gorm.Dialector, error) {
+// postgresDialector is GORM's PostgreSQL driver (on pgx's database/sql
+// driver) with dropReadOnly as the check of a pooled connection before reuse,
+// and multiHostTimeout.
+func postgresDialector(raw string) gorm.Dialector {
 	raw = indexOnly(raw)
 	if u, err := url.Parse(raw); err == nil && strings.Contains(u.Host, ",") && !u.Query().Has("connect_timeout") {
 		q := u.Query()
@@ -179,11 +174,7 @@ func postgresDialector(raw string) (gorm.Dialector, error) {
 		u.RawQuery = q.Encode()
 		raw = u.String()
 	}
-	cfg, err := pgx.ParseConfig(raw)
-	if err != nil {
-		return nil, err
-	}
-	return postgres.New(postgres.Config{Conn: stdlib.OpenDB(*cfg, stdlib.OptionResetSession(dropReadOnly))}), nil
+	return postgres.New(postgres.Config{DSN: raw, OptionOpenDB: []stdlib.OptionOpenDB{stdlib.OptionResetSession(dropReadOnly)}})
 }
 
 // dropReadOnly discards a pooled connection whose server says (in the settings
@@ -202,7 +193,7 @@ func dropReadOnly(_ context.Context, c *pgx.Conn) error {
 func dialectorFor(raw string) (gorm.Dialector, error) {
 	switch {
 	case isPostgres(raw):
-		return postgres.Open(indexOnly(raw)), nil
+		return postgresDialector(raw), nil
 	case strings.HasPrefix(raw, "mysql://"):
 		dsn, err := mysqlDSN(raw)
 		if err != nil {
