@@ -515,7 +515,7 @@ func (p *Patroni) cluster(ctx context.Context) (patroniCluster, error) {
 	var errs []error
 	for _, m := range p.Members {
 		var c patroniCluster
-		actx, cancel := context.WithTimeout(ctx, time.Second)
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second) // Patroni answers slowly on a busy machine
 		err := m.rest(actx, http.MethodGet, "/cluster", nil, &c)
 		cancel()
 		if err == nil {
@@ -561,18 +561,19 @@ func (m *PatroniMember) rest(ctx context.Context, method, path string, in, out a
 
 // waitRoles polls /cluster every 100ms until ok accepts it or ctx ends.
 func (p *Patroni) waitRoles(ctx context.Context, ok func(patroniCluster) error) (patroniCluster, error) {
-	var last error
+	var unmet, unreached error // the condition's last word, and the last failure to ask
 	for {
 		c, err := p.cluster(ctx)
 		if err == nil {
-			if err = ok(c); err == nil {
+			if unmet = ok(c); unmet == nil {
 				return c, nil
 			}
+		} else {
+			unreached = err
 		}
-		last = err
 		select {
 		case <-ctx.Done():
-			return c, fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+			return c, fmt.Errorf("%w (last seen: %w; last failure to ask: %w)", ctx.Err(), unmet, unreached)
 		case <-time.After(100 * time.Millisecond): // polling Patroni, within ctx
 		}
 	}
