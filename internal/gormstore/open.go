@@ -6,6 +6,8 @@
 package gormstore
 
 import (
+	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -31,6 +35,15 @@ const DefaultMaxConns = 16
 // Open connects to a DATABASE_URL: postgres://..., mysql://user:pass@host:3306/db
 // or sqlite:<path>. It does not migrate. PostgreSQL connections take an index
 // whenever there is one (indexOnly).
+//
+// A PostgreSQL URL may name several hosts (host1:port,host2:port,...) with
+// target_session_attrs=read-write: each new connection then goes to whichever
+// host is the primary now, so after a failover the pool follows the new
+// primary by itself. Connections to the old one are dropped, not reused: one
+// that broke (the server died or restarted as a standby) is closed by the
+// driver and discarded when next taken from the pool, and one whose server
+// reports itself read-only is discarded too (dropReadOnly). Each host gets
+// connect_timeout (multiHostTimeout) before the next is tried.
 func Open(databaseURL string) (*gorm.DB, error) {
 	dialector, err := dialectorFor(databaseURL)
 	if err != nil {
@@ -74,7 +87,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 // is alive never idles inside its transaction for a whole lease, and one that
 // was stopped that long has lost its lease anyway.
 func BoundIdleTransactions(databaseURL string, d time.Duration) string {
-	if !strings.HasPrefix(databaseURL, "postgres://") && !strings.HasPrefix(databaseURL, "postgresql://") {
+	if !isPostgres(databaseURL) {
 		return databaseURL
 	}
 	u, err := url.Parse(databaseURL)
@@ -127,7 +140,7 @@ func indexOnly(databaseURL string) string {
 // CheckURL reports what is wrong with a database URL of Open's forms, without
 // connecting: for a replica to refuse a bad URL before it opens anything.
 func CheckURL(databaseURL string) error {
-	if strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://") {
+	if isPostgres(databaseURL) {
 		if _, err := url.Parse(databaseURL); err != nil {
 			var ue *url.Error
 			if errors.As(err, &ue) {
@@ -140,10 +153,47 @@ func CheckURL(databaseURL string) error {
 	return err
 }
 
+func isPostgres(raw string) bool {
+	return strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://")
+}
+
+// multiHostTimeout is the connect_timeout of a URL of several hosts that sets
+// none: without it, a host that does not answer (a machine that hangs or is
+// gone, whose SYN goes unanswered) would take the caller's whole deadline and
+// leave none for the next host, the primary.
+const multiHostTimeout = 2 * time.Second
+
+// postgresDialector is GORM's PostgreSQL driver (on pgx's database/sql
+// driver) with dropReadOnly as the check of a pooled connection before reuse,
+// and multiHostTimeout.
+func postgresDialector(raw string) gorm.Dialector {
+	raw = indexOnly(raw)
+	if u, err := url.Parse(raw); err == nil && strings.Contains(u.Host, ",") && !u.Query().Has("connect_timeout") {
+		q := u.Query()
+		q.Set("connect_timeout", strconv.Itoa(int(multiHostTimeout/time.Second)))
+		u.RawQuery = q.Encode()
+		raw = u.String()
+	}
+	return postgres.New(postgres.Config{DSN: raw, OptionOpenDB: []stdlib.OptionOpenDB{stdlib.OptionResetSession(dropReadOnly)}})
+}
+
+// dropReadOnly discards a pooled connection whose server says (in the settings
+// PostgreSQL 14 and later report to the client at no cost) that it cannot
+// write: a standby, or a session made read-only. Its writes would all fail
+// with SQLSTATE 25006; a new connection goes to the primary instead
+// (target_session_attrs=read-write).
+func dropReadOnly(_ context.Context, c *pgx.Conn) error {
+	pc := c.PgConn()
+	if pc.ParameterStatus("in_hot_standby") == "on" || pc.ParameterStatus("default_transaction_read_only") == "on" {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
 func dialectorFor(raw string) (gorm.Dialector, error) {
 	switch {
-	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		return postgres.Open(indexOnly(raw)), nil
+	case isPostgres(raw):
+		return postgresDialector(raw), nil
 	case strings.HasPrefix(raw, "mysql://"):
 		dsn, err := mysqlDSN(raw)
 		if err != nil {
