@@ -143,8 +143,12 @@ func startReplicaLogged(t *testing.T, i int, env []string) (string, string) {
 	return "http://" + addr, logPath
 }
 
-// transport holds the tests' connections, shared by every client below.
-var transport = &http.Transport{MaxIdleConnsPerHost: 128}
+// transport holds the tests' connections, shared by every client below. It
+// drops a connection idle for 30s, before a replica's 60s IdleTimeout does:
+// otherwise a POST written on a connection the replica was closing at that
+// instant got EOF (a load slowed past a minute on a busy machine left some of
+// its pooled connections idle that long), and a POST is not retried.
+var transport = &http.Transport{MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}
 
 // client returns the client the tests talk to a replica with: every request it
 // sends and every answer it gets is checked against api/openapi.yaml, a
