@@ -30,6 +30,36 @@ func ZooKeeper(tb testing.TB) *lockserver.Server {
 	return start(tb, lockserver.StartZooKeeper, (*lockserver.Server).Close)
 }
 
+// EtcdCluster starts a private three-member etcd cluster
+// (lockserver.StartEtcdCluster); when the test fails, its members' log tails
+// are printed.
+func EtcdCluster(tb testing.TB) *lockserver.Ensemble {
+	tb.Helper()
+	e := start(tb, lockserver.StartEtcdCluster, (*lockserver.Ensemble).Close)
+	logTailsOnFailure(tb, e)
+	return e
+}
+
+// ZooKeeperEnsemble starts a private three-member ZooKeeper ensemble
+// (lockserver.StartZooKeeperEnsemble); when the test fails, its members' log
+// tails are printed.
+func ZooKeeperEnsemble(tb testing.TB) *lockserver.Ensemble {
+	tb.Helper()
+	e := start(tb, lockserver.StartZooKeeperEnsemble, (*lockserver.Ensemble).Close)
+	logTailsOnFailure(tb, e)
+	return e
+}
+
+// logTailsOnFailure prints the tail of every member's log when tb has failed,
+// before the ensemble's directory is removed (cleanups run last first).
+func logTailsOnFailure(tb testing.TB, e *lockserver.Ensemble) {
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("the ensemble's logs:\n%s", e.LogTails(4096))
+		}
+	})
+}
+
 // Azurite starts a private Azurite blob service (lockserver.StartAzurite).
 func Azurite(tb testing.TB) *lockserver.AzuriteServer {
 	tb.Helper()
