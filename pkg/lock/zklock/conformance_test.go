@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 	"github.com/stockguard/stockguard/pkg/lock/locktest"
 )
 
@@ -32,6 +33,25 @@ func TestZooKeeperConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		TokensSurviveRestart: true,
+	})
+}
+
+// The suite again on a three-member ensemble, each Backend's URL listing every
+// member. Pause stops a majority (SIGSTOP), the leader among them: the member
+// left alone stops serving, so no lease can be renewed. Restart kills every
+// member and starts them again on their data directories (at once: none
+// serves without a quorum); the transaction log keeps the zxids, so tokens
+// keep growing across it.
+func TestZooKeeperEnsembleConformance(t *testing.T) {
+	e := lockservertest.ZooKeeperEnsemble(t)
+	locktest.Run(t, locktest.Harness{
+		Space: func(t testing.TB) func(testing.TB) lock.Backend {
+			root := "/conformance-" + randomID()
+			return func(t testing.TB) lock.Backend { return openOn(t, e.HostList(), root) }
+		},
+		Pause:                func(t testing.TB) func() { return lockservertest.StopMajority(t, e) },
+		Restart:              func(t testing.TB) { lockservertest.RestartAll(t, e) },
 		TokensSurviveRestart: true,
 	})
 }

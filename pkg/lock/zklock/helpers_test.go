@@ -29,9 +29,16 @@ func randomID() string {
 // the test ends.
 func open(tb testing.TB, s *lockserver.Server, root string) *zklock.Backend {
 	tb.Helper()
+	return openOn(tb, s.Addr, root)
+}
+
+// openOn is open on the servers of hosts (host:port, or a comma-separated
+// list of an ensemble's members).
+func openOn(tb testing.TB, hosts, root string) *zklock.Backend {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: 2 * time.Second, Logger: testLogger(tb)})
+	b, err := zklock.Open(ctx, "zk://"+hosts, &zklock.Options{Root: root, SessionTimeout: 2 * time.Second, Logger: testLogger(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}
