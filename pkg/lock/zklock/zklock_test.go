@@ -247,7 +247,9 @@ type cutter struct {
 }
 
 func (c *cutter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout(network, addr, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
