@@ -60,6 +60,12 @@ var (
 	azblobServer = lockServer{kind: "azblob", name: "Azurite", leaseBound: lease + azblobStaleSlack}
 )
 
+// restartLoadCap bounds lockServerRestarted's load, which the test stops once
+// it has what it waits for: the waits it may take (60s for the first 200
+// decisions, a minute for the restart, 20s for the recovery, 60s for 200 more)
+// are all bounded, so a load that reaches the cap means one of them failed.
+const restartLoadCap = 4 * time.Minute
+
 func TestEtcdLockServerPaused(t *testing.T)         { lockServerPaused(t, etcdServer) }
 func TestEtcdLockServerRestarted(t *testing.T)      { lockServerRestarted(t, etcdServer) }
 func TestEtcdPausedLockHolder(t *testing.T)         { lockHolderPaused(t, etcdServer) }
@@ -113,11 +119,16 @@ func lockServerPaused(t *testing.T, s lockServer) {
 // are made of, which keep growing. Azurite saves every 5s: what it had not
 // saved is lost, tokens included, so a token can repeat and the store's fence
 // refuses it. Orders are decided again within a lease of its answering.
+//
+// The load runs until 200 orders have been decided after the recovery, then
+// is stopped (restartLoadCap at most): its phases (200 decisions, the outage,
+// a JVM's start, the recovery, 200 more) take as long as the machine makes
+// them, and a load of a fixed length could end before the last of them.
 func lockServerRestarted(t *testing.T, s lockServer) {
 	r := &result{Fault: s.kind + "-restart"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: s.kind})
-	load := c.startLoad(16*time.Second, loadVUs)
+	load := c.startLoad(restartLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore, fencedBefore := c.lb.errors5xx(anyReplica), c.total(mFenceRejections)
@@ -133,6 +144,7 @@ func lockServerRestarted(t *testing.T, s lockServer) {
 	answered := time.Now()
 	recovery := c.recoveredAfter(answered, anyReplica)
 	load.waitTraffic(c.lb.decisionCount(anyReplica) + 200) // and orders go on
+	load.stop()
 	errs := c.lb.errors5xx(anyReplica) - errsBefore
 
 	c.verify(r, load.wait())

@@ -137,6 +137,18 @@ func (c *cluster) startLoadSpread(d time.Duration, vus, spreadVUs int) *loadRun 
 	return l
 }
 
+// stop ends the load before its duration (SIGINT): the generator stops its
+// scenarios and still settles, audits and writes its summary, as at the end of
+// its duration. For a test whose phases take as long as the machine makes
+// them: its load runs until the test has seen what it waits for.
+func (l *loadRun) stop() {
+	select {
+	case <-l.done:
+	default:
+		_ = l.cmd.Process.Signal(os.Interrupt)
+	}
+}
+
 // waitTraffic waits until replicas have decided n orders (sold or refused for
 // want of stock, under the lock) since the run started.
 func (l *loadRun) waitTraffic(n int) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 	"github.com/stockguard/stockguard/pkg/lock/locktest"
 )
 
@@ -33,6 +34,24 @@ func TestEtcdConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		TokensSurviveRestart: true,
+	})
+}
+
+// The suite again on a three-member cluster, each Backend's URL listing every
+// member. Pause stops a majority (SIGSTOP), the leader among them, so that no
+// lease can be renewed; Restart kills every member and starts them again on
+// their data directories (at once: none serves without a quorum). Revisions
+// are the cluster's, committed by a quorum, so tokens keep growing across it.
+func TestEtcdClusterConformance(t *testing.T) {
+	e := lockservertest.EtcdCluster(t)
+	locktest.Run(t, locktest.Harness{
+		Space: func(t testing.TB) func(testing.TB) lock.Backend {
+			sp := newSpaceOn(t, e.HostList())
+			return func(t testing.TB) lock.Backend { return sp.open(t) }
+		},
+		Pause:                func(t testing.TB) func() { return lockservertest.StopMajority(t, e) },
+		Restart:              func(t testing.TB) { lockservertest.RestartAll(t, e) },
 		TokensSurviveRestart: true,
 	})
 }

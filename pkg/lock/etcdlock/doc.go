@@ -65,6 +65,14 @@
 // returns floor' + R*BlockCap with R > r the revision of the write: above past,
 // above the grant's block, and below every later grant's block.
 //
+// Across a change of leader the same holds: a revision is given to an entry
+// when it is applied, after a quorum committed it, and a new leader has every
+// committed entry (Raft elects only a member whose log is as long), so the
+// first revision it assigns is above every revision acknowledged before: a
+// token obtained after the change is above every token obtained before it.
+// faults/ensembles_test.go kills a three-member cluster's leader under
+// contention and compares the tokens from before and after.
+//
 // So, per resource, tokens strictly increase, and no two grants share one, as
 // long as etcd's revision and floor keys do not go back. They do not across
 // restarts of members (every write is in the WAL, fsynced, before it is
@@ -88,6 +96,17 @@
 // added to a floor. A token that would overflow fails the call instead, and
 // Advance refuses (lock.ErrInvalidOptions), before writing, a past that would
 // leave fewer than 2^30 revisions before that.
+//
+// # On a cluster
+//
+// The URL lists the members (etcd://h1:2379,h2:2379,h3:2379/prefix); the
+// client spreads calls over them and moves off a member that is down (its
+// connection refused) at once. A member that is stopped, not down, keeps its
+// connection until a keep-alive probe goes unanswered (KeepAliveTime, gRPC's
+// least, and KeepAliveTimeout: 13s): until then the calls sent there wait for
+// their deadline, and fail. Without a quorum every call fails (a grant needs a
+// committed write, Held a linearizable read): the Client answers
+// lock.ErrUnavailable, never a grant.
 //
 // # Clocks
 //

@@ -20,18 +20,21 @@ func startEtcd(t testing.TB) *lockserver.Server {
 
 var spaces atomic.Int64
 
-// space is a key prefix of its own on s.
+// space is a key prefix of its own on the etcd of hosts (host:port, or a
+// comma-separated list of a cluster's members).
 type space struct {
-	s      *lockserver.Server
+	hosts  string
 	prefix string
 }
 
-func newSpace(t testing.TB, s *lockserver.Server) *space {
-	return &space{s: s, prefix: fmt.Sprintf("%s/%d", t.Name(), spaces.Add(1))}
+func newSpace(t testing.TB, s *lockserver.Server) *space { return newSpaceOn(t, s.Addr) }
+
+func newSpaceOn(t testing.TB, hosts string) *space {
+	return &space{hosts: hosts, prefix: fmt.Sprintf("%s/%d", t.Name(), spaces.Add(1))}
 }
 
 // url is the space's etcd:// URL.
-func (sp *space) url() string { return "etcd://" + sp.s.Addr + "/" + sp.prefix }
+func (sp *space) url() string { return "etcd://" + sp.hosts + "/" + sp.prefix }
 
 // open returns a Backend on a client of its own, as a new process would have,
 // closed when the test ends.

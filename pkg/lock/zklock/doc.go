@@ -70,6 +70,18 @@
 // before B's read, and the floor only grows). The floor is the resource node's
 // data, written only with the version read, so no write is lost to a race.
 //
+// Across a change of leader the same holds: the new leader starts a new
+// epoch, so the zxid of every transaction after the change, the creation of
+// the next holder's lease node included, is above every zxid before it, and
+// the next grant's base (the pzxid read once that node is the lowest) is above
+// every base before. faults/ensembles_test.go kills a three-member ensemble's
+// leader under contention and compares the tokens from before and after. An
+// ensemble is listed in the URL (zk://h1:2181,h2:2181,h3:2181/chroot); the
+// session moves to another member when its own goes down or stops answering
+// (within two thirds of the session timeout), and a member without a quorum
+// serves nothing, so that calls fail and the Client answers
+// lock.ErrUnavailable, never a grant.
+//
 // The guarantee holds as long as ZooKeeper keeps every transaction it
 // acknowledged: ZooKeeper fsyncs its log before it acknowledges, a restart
 // replays it (the counter continues), and a new leader starts a new epoch

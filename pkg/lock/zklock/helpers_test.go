@@ -29,9 +29,20 @@ func randomID() string {
 // the test ends.
 func open(tb testing.TB, s *lockserver.Server, root string) *zklock.Backend {
 	tb.Helper()
+	return openOn(tb, s.Addr, root)
+}
+
+// sessionTimeout is the session timeout the tests' Backends ask for: 10 of
+// the test servers' ticks.
+const sessionTimeout = 2 * time.Second
+
+// openOn is open on the servers of hosts (host:port, or a comma-separated
+// list of an ensemble's members).
+func openOn(tb testing.TB, hosts, root string) *zklock.Backend {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: 2 * time.Second, Logger: testLogger(tb)})
+	b, err := zklock.Open(ctx, "zk://"+hosts, &zklock.Options{Root: root, SessionTimeout: sessionTimeout, Logger: testLogger(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}

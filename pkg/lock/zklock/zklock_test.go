@@ -3,8 +3,10 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,15 +172,21 @@ func TestReleaseAnnounced(t *testing.T) {
 	}
 }
 
-// A session that expires (the server stopped past it, here) takes its lease
-// nodes with it; the Backend then forgets its leases, so that Held and Renew
-// answer at once, without the server.
+// A session that expires takes its lease nodes with it; the Backend then
+// forgets its leases, so that Held and Renew answer at once, without the
+// server. The fault cuts the client off (its connection closed, its dials
+// refused) while the server runs on: the server, not a guess at its timing,
+// expires the session, and the test waits until it has (another session gets
+// the resource, whose lease has a minute left) before it lets the client back.
+// Pausing the server instead left a race on resume between the server's
+// expiry and the client's reconnection, which revives the session.
 func TestSessionExpiryLosesLeases(t *testing.T) {
 	s := startServer(t)
 	root := "/expiry-" + randomID()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: 400 * time.Millisecond, Logger: testLogger(t)})
+	var cut cutter
+	b, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: sessionTimeout, Dialer: cut.dial, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,11 +194,25 @@ func TestSessionExpiryLosesLeases(t *testing.T) {
 	if _, err := b.Obtain(ctx, []string{"r"}, "v", time.Minute, 1); err != nil {
 		t.Fatal(err)
 	}
-	s.Pause()
-	<-time.After(2 * time.Second) // the fault: the server stopped past the session timeout
-	s.Resume()
+	other := open(t, s, root)
+	cut.cut()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	for {
+		_, err := other.Obtain(ctx, []string{"r"}, "w", time.Minute, 1)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, lock.ErrBusy) {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the cut-off session's lease node outlived the session timeout by a minute")
+		case <-tick.C:
+		}
+	}
+	cut.restore()
 	for {
 		held, err := b.Held(ctx, "r", "v")
 		if err == nil && !held {
@@ -198,12 +220,12 @@ func TestSessionExpiryLosesLeases(t *testing.T) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("still held (%v, %v) a minute after the session's server stopped past it", held, err)
+			t.Fatalf("still held (%v, %v) a minute after the server expired the session", held, err)
 		case <-tick.C:
 		}
 	}
-	// The lease is forgotten: with the server stopped again, Held and Renew
-	// still answer at once.
+	// The lease is forgotten: with the server stopped, Held and Renew still
+	// answer at once.
 	s.Pause()
 	defer s.Resume()
 	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -214,4 +236,45 @@ func TestSessionExpiryLosesLeases(t *testing.T) {
 	if err := b.Renew(short, []string{"r"}, "v", time.Minute); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Renew after the session expired: %v, want ErrNotHeld at once", err)
 	}
+}
+
+// cutter is a Dialer that the test can cut off from the server: cut closes
+// the connections it made and refuses new ones until restore.
+type cutter struct {
+	mu    sync.Mutex
+	off   bool
+	conns []net.Conn
+}
+
+func (c *cutter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.off {
+		_ = conn.Close()
+		return nil, errors.New("cut off by the test")
+	}
+	c.conns = append(c.conns, conn)
+	return conn, nil
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+func (c *cutter) restore() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = false
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,36 @@ func Etcd(tb testing.TB) *lockserver.Server {
 func ZooKeeper(tb testing.TB) *lockserver.Server {
 	tb.Helper()
 	return start(tb, lockserver.StartZooKeeper, (*lockserver.Server).Close)
+}
+
+// EtcdCluster starts a private three-member etcd cluster
+// (lockserver.StartEtcdCluster); when the test fails, its members' log tails
+// are printed.
+func EtcdCluster(tb testing.TB) *lockserver.Ensemble {
+	tb.Helper()
+	e := start(tb, lockserver.StartEtcdCluster, (*lockserver.Ensemble).Close)
+	logTailsOnFailure(tb, e)
+	return e
+}
+
+// ZooKeeperEnsemble starts a private three-member ZooKeeper ensemble
+// (lockserver.StartZooKeeperEnsemble); when the test fails, its members' log
+// tails are printed.
+func ZooKeeperEnsemble(tb testing.TB) *lockserver.Ensemble {
+	tb.Helper()
+	e := start(tb, lockserver.StartZooKeeperEnsemble, (*lockserver.Ensemble).Close)
+	logTailsOnFailure(tb, e)
+	return e
+}
+
+// logTailsOnFailure prints the tail of every member's log when tb has failed,
+// before the ensemble's directory is removed (cleanups run last first).
+func logTailsOnFailure(tb testing.TB, e *lockserver.Ensemble) {
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("the ensemble's logs:\n%s", e.LogTails(4096))
+		}
+	})
 }
 
 // Azurite starts a private Azurite blob service (lockserver.StartAzurite).
@@ -58,4 +89,54 @@ func start[S any](tb testing.TB, startFn func(context.Context, string) (S, error
 	}
 	tb.Cleanup(func() { _ = closeFn(s) })
 	return s
+}
+
+// StopMajority stops (SIGSTOP) the ensemble's leader and one other member, so
+// that nothing can be written, and returns the function that continues them
+// and waits (a minute at most) until the ensemble has a leader again: a
+// single server answers as soon as it continues, an ensemble only once it has
+// elected one.
+func StopMajority(tb testing.TB, e *lockserver.Ensemble) (resume func()) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	leader, err := e.WaitLeader(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	other := (leader + 1) % len(e.Members)
+	e.Stop(leader)
+	e.Stop(other)
+	return func() {
+		e.Cont(leader)
+		e.Cont(other)
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		if _, err := e.WaitLeader(ctx); err != nil {
+			tb.Error(err)
+		}
+	}
+}
+
+// RestartAll kills every member of the ensemble and starts them again on their
+// data, at once (none serves without a quorum), and waits for a leader.
+func RestartAll(tb testing.TB, e *lockserver.Ensemble) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for i := range e.Members {
+		e.Kill(i)
+	}
+	errs := make([]error, len(e.Members))
+	var wg sync.WaitGroup
+	for i := range e.Members {
+		wg.Go(func() { errs[i] = e.Restart(ctx, i) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.WaitLeader(ctx); err != nil {
+		tb.Fatal(err)
+	}
 }
