@@ -246,8 +246,15 @@ func checkScreenshot(t *testing.T, path string) {
 		name   string
 		x0, x1 int
 	}{{"left (unsafe)", 0, half}, {"right (default)", half, shotW}} {
-		for _, c := range []struct{ what, colour string }{{"stock left", colourLeft}, {"replica 1", replicaColours[0]}} {
-			if n := count(side.x0, side.x1, c.colour); n < 200 {
+		// Replica 1's latency line is drawn first: replicas 2 and 3, drawn over
+		// it, cover it wherever their latencies agree, so only a few dozen of
+		// its pixels may show (173 in one CI run). One that did not draw has
+		// none, bar a stray anti-aliased pixel.
+		for _, c := range []struct {
+			what, colour string
+			least        int
+		}{{"stock left", colourLeft, 200}, {"replica 1", replicaColours[0], 40}} {
+			if n := count(side.x0, side.x1, c.colour); n < c.least {
 				t.Errorf("%s half: %d pixels of the %s line (%s); the chart did not draw", side.name, n, c.what, c.colour)
 			}
 		}
