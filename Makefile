@@ -9,7 +9,7 @@ BENCH_FLAGS   ?= -run '^$$' -benchtime 5000x -count 5
 PROFILE       ?= quick
 DEMO_HTML     ?= $(CURDIR)/bin/demo.html
 K6_VERSION    ?= v1.8.1
-FAULTS_FLAGS  ?= -race -count=1 -timeout 20m -v
+FAULTS_FLAGS  ?= -race -count=1 -timeout 35m -v
 FAULTS_OUT    ?= $(CURDIR)/faults.out
 # make test-faults uses this PostgreSQL when STOCKGUARD_TEST_DATABASE_URL is not set and
 # it answers, and says so; empty turns that off.
