@@ -69,9 +69,10 @@ var (
 	}}
 )
 
-func TestEtcdEnsembleLeaderKilled(t *testing.T)       { ensembleLeaderKilled(t, etcdEnsemble) }
-func TestEtcdEnsembleMemberStopped(t *testing.T)      { ensembleMemberStopped(t, etcdEnsemble) }
-func TestEtcdEnsembleQuorumLost(t *testing.T)         { ensembleQuorumLost(t, etcdEnsemble) }
+func TestEtcdEnsembleLeaderKilled(t *testing.T)  { ensembleLeaderKilled(t, etcdEnsemble) }
+func TestEtcdEnsembleMemberStopped(t *testing.T) { ensembleMemberStopped(t, etcdEnsemble) }
+func TestEtcdEnsembleQuorumLost(t *testing.T)    { ensembleQuorumLost(t, etcdEnsemble) }
+
 // TestZooKeeperEnsembleLeaderKilled is skipped: under -race it met a data race
 // inside go-zookeeper/zk v1.0.4 itself (Conn.recvLoop writing what
 // Conn.sendSetWatches reads, as the client reconnects to another member), which
