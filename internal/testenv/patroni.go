@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
 // A replicated PostgreSQL (StartPatroni): three PostgreSQL nodes managed by
@@ -50,7 +53,12 @@ const PatroniDatabase = "stockguard"
 type Patroni struct {
 	Scope   string
 	Members []*PatroniMember
-	Etcd    *Etcd
+	// Etcd is Patroni's DCS, which it reaches through etcd's v2 API: Patroni
+	// 3.0's etcd3 client reads the cluster from a watch cache that a starved
+	// machine can leave stale, and then the leader fails every update of the
+	// /sync key, so no synchronous standby is ever named again (Patroni
+	// issue 2779, fixed after 3.0); its v2 client reads etcd every time.
+	Etcd *lockserver.Server
 }
 
 // PatroniMember is one node: a Patroni process and the PostgreSQL it manages.
@@ -144,7 +152,7 @@ func StartPatroni(t testing.TB) *Patroni {
 	t.Helper()
 	binDir := needPatroni(t)
 	cred := runAs(t)
-	p := &Patroni{Scope: "sg" + RandomID()[:8], Etcd: StartEtcd(t)}
+	p := &Patroni{Scope: "sg" + RandomID()[:8], Etcd: lockservertest.EtcdV2(t)}
 
 	// t.TempDir is private to the test's user; the data directories must belong
 	// to the user PostgreSQL runs as.
@@ -238,7 +246,7 @@ func patroniConfig(p *Patroni, m *PatroniMember, binDir string) []byte {
 			"listen":          net.JoinHostPort(m.Host, strconv.Itoa(m.RESTPort)),
 			"connect_address": net.JoinHostPort(m.Host, strconv.Itoa(m.RESTPort)),
 		},
-		"etcd3": map[string]any{"hosts": []string{p.Etcd.Addr}},
+		"etcd": map[string]any{"hosts": []string{p.Etcd.Addr}},
 		"bootstrap": map[string]any{
 			"dcs": map[string]any{
 				"ttl":                     int(PatroniTTL / time.Second),

@@ -18,6 +18,18 @@ import (
 // Restart brings the member back on the same ports and data, so what it had
 // committed (keys, leases, the revision) survives.
 func StartEtcd(ctx context.Context, parent string) (*Server, error) {
+	return startEtcdTries(ctx, parent)
+}
+
+// StartEtcdV2 is StartEtcd with etcd's v2 API served too (--enable-v2, which
+// etcd 3.4 and 3.5 take): Patroni 3.0's etcd3 client keeps a watch cache that
+// a starved machine can leave stale, its leader then failing every
+// compare-and-set of the /sync key, while its v2 client reads every time.
+func StartEtcdV2(ctx context.Context, parent string) (*Server, error) {
+	return startEtcdTries(ctx, parent, "--enable-v2=true")
+}
+
+func startEtcdTries(ctx context.Context, parent string, extra ...string) (*Server, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, fmt.Errorf("%w: etcd: %w", ErrNotInstalled, err)
@@ -25,7 +37,7 @@ func StartEtcd(ctx context.Context, parent string) (*Server, error) {
 	var last error
 	// Another process may take a free port before etcd binds it: a few tries.
 	for range 3 {
-		s, err := startEtcd(ctx, bin, parent)
+		s, err := startEtcd(ctx, bin, parent, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -37,7 +49,7 @@ func StartEtcd(ctx context.Context, parent string) (*Server, error) {
 	return nil, last
 }
 
-func startEtcd(ctx context.Context, bin, parent string) (*Server, error) {
+func startEtcd(ctx context.Context, bin, parent string, extra []string) (*Server, error) {
 	client, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -64,6 +76,7 @@ func startEtcd(ctx context.Context, bin, parent string) (*Server, error) {
 		"--log-outputs", "stderr",
 		"--log-level", "error",
 	}
+	argv = append(argv, extra...)
 	health := clientURL + "/health"
 	s, err := start(ctx, process{
 		name: "etcd", argv: argv, dir: dir, addr: loopback(client),

@@ -25,6 +25,13 @@ func Etcd(tb testing.TB) *lockserver.Server {
 	return start(tb, lockserver.StartEtcd, (*lockserver.Server).Close)
 }
 
+// EtcdV2 starts a private single-member etcd that serves the v2 API too
+// (lockserver.StartEtcdV2).
+func EtcdV2(tb testing.TB) *lockserver.Server {
+	tb.Helper()
+	return start(tb, lockserver.StartEtcdV2, (*lockserver.Server).Close)
+}
+
 // ZooKeeper starts a private standalone ZooKeeper (lockserver.StartZooKeeper).
 func ZooKeeper(tb testing.TB) *lockserver.Server {
 	tb.Helper()
