@@ -34,7 +34,8 @@ const DefaultMaxConns = 16
 
 // Open connects to a DATABASE_URL: postgres://..., mysql://user:pass@host:3306/db
 // or sqlite:<path>. It does not migrate. PostgreSQL connections take an index
-// whenever there is one (indexOnly).
+// whenever there is one (indexOnly) and have no statement_timeout
+// (noStatementTimeout).
 //
 // A PostgreSQL URL may name several hosts (host1:port,host2:port,...) with
 // target_session_attrs=read-write: each new connection then goes to whichever
@@ -124,15 +125,36 @@ func BoundIdleTransactions(databaseURL string, d time.Duration) string {
 // orders/s on 100 SKUs (the planning is on PostgreSQL's CPU, on every
 // statement); dropping the driver's named statements costs a parse as well.
 func indexOnly(databaseURL string) string {
+	return withSetting(databaseURL, "enable_seqscan", "off")
+}
+
+// noStatementTimeout returns a PostgreSQL URL with statement_timeout=0,
+// unless the URL sets statement_timeout itself, so that a default of the
+// role's or the database's does not apply.
+//
+// A COMMIT waits for the synchronous standby, and when that wait is cancelled
+// (statement_timeout ends it as a cancel request does) PostgreSQL answers the
+// COMMIT with success and a warning that the standby may not have it: an
+// order acknowledged then can be missing on the standby promoted next. The
+// service's deadlines come from its contexts instead, and pgx meets a
+// context's end by closing the connection, never by a cancel request: the
+// caller gets an error, the outcome unknown, never a false success.
+func noStatementTimeout(databaseURL string) string {
+	return withSetting(databaseURL, "statement_timeout", "0")
+}
+
+// withSetting returns a PostgreSQL URL with the run-time setting name (sent at
+// connect) set to value, unless the URL sets it already.
+func withSetting(databaseURL, name, value string) string {
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		return databaseURL // the driver reports it
 	}
 	q := u.Query()
-	if q.Has("enable_seqscan") {
+	if q.Has(name) {
 		return databaseURL
 	}
-	q.Set("enable_seqscan", "off") // sent at connect, as a setting
+	q.Set(name, value)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -167,7 +189,7 @@ const multiHostTimeout = 2 * time.Second
 // driver) with dropReadOnly as the check of a pooled connection before reuse,
 // and multiHostTimeout.
 func postgresDialector(raw string) gorm.Dialector {
-	raw = indexOnly(raw)
+	raw = noStatementTimeout(indexOnly(raw))
 	if u, err := url.Parse(raw); err == nil && strings.Contains(u.Host, ",") && !u.Query().Has("connect_timeout") {
 		q := u.Query()
 		q.Set("connect_timeout", strconv.Itoa(int(multiHostTimeout/time.Second)))
