@@ -41,14 +41,15 @@ type balancer struct {
 	statuses  []map[int]int     // per replica index: answers to orders by status
 	lost      map[string]answer // Idempotency-Key -> the answer the client lost
 	replays   int
+	unknown   int    // 503 outcome-unknown answers to orders: the commit's answer was lost
 	hot       string // the SKU whose decisions count; "" for every SKU
 	probe     string // a second SKU whose decisions count, the test's own probes' ("" for none)
 	inFlight  atomic.Int64
 }
 
 type decision struct {
-	at      time.Time
-	replica int
+	at, began time.Time // answered, and when the balancer got the request
+	replica   int
 }
 
 type answer struct {
@@ -98,6 +99,7 @@ func (b *balancer) pick() (int, string) {
 }
 
 func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	began := time.Now()
 	b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
 	lose := r.Header.Get(loseHeader) != ""
@@ -135,7 +137,7 @@ func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/orders" {
-		b.recordOrder(idx, body, resp, rb, r.Header.Get("Idempotency-Key"), lose)
+		b.recordOrder(idx, began, body, resp, rb, r.Header.Get("Idempotency-Key"), lose)
 	}
 	if lose {
 		panic(http.ErrAbortHandler) // net/http drops the connection: the answer is lost
@@ -157,7 +159,7 @@ func (b *balancer) fail(w http.ResponseWriter, lose bool, msg string) {
 	http.Error(w, msg, http.StatusBadGateway)
 }
 
-func (b *balancer) recordOrder(idx int, req []byte, resp *http.Response, body []byte, key string, lose bool) {
+func (b *balancer) recordOrder(idx int, began time.Time, req []byte, resp *http.Response, body []byte, key string, lose bool) {
 	now := time.Now()
 	var o struct {
 		ID string `json:"id"`
@@ -179,6 +181,9 @@ func (b *balancer) recordOrder(idx int, req []byte, resp *http.Response, body []
 	}
 	replayed := resp.Header.Get("Idempotent-Replayed") == "true"
 	b.statuses[idx][resp.StatusCode]++
+	if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("problems.md#outcome-unknown")) {
+		b.unknown++
+	}
 	switch {
 	case resp.StatusCode == http.StatusCreated && o.ID != "":
 		if _, ok := b.acked[o.ID]; !ok {
@@ -187,10 +192,10 @@ func (b *balancer) recordOrder(idx int, req []byte, resp *http.Response, body []
 		if replayed {
 			b.replays++
 		} else if hot {
-			b.decisions = append(b.decisions, decision{at: now, replica: idx})
+			b.decisions = append(b.decisions, decision{at: now, began: began, replica: idx})
 		}
 	case resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte("problems.md#insufficient-stock")) && !replayed && hot:
-		b.decisions = append(b.decisions, decision{at: now, replica: idx})
+		b.decisions = append(b.decisions, decision{at: now, began: began, replica: idx})
 	}
 	if lose && key != "" {
 		b.lost[key] = answer{status: resp.StatusCode, id: o.ID}
@@ -222,6 +227,28 @@ func (b *balancer) firstDecision(after time.Time, keep func(idx int) bool) (time
 		}
 	}
 	return first, !first.IsZero()
+}
+
+// firstDecisionBegun returns the earliest decision by a replica accepted by
+// keep on a request the balancer got after t: unlike firstDecision, never a
+// commit that was on its way before t and answered just after it.
+func (b *balancer) firstDecisionBegun(after time.Time, keep func(idx int) bool) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var first time.Time
+	for _, d := range b.decisions {
+		if d.began.After(after) && keep(d.replica) && (first.IsZero() || d.at.Before(first)) {
+			first = d.at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// outcomesUnknown is how many orders were answered 503 outcome-unknown.
+func (b *balancer) outcomesUnknown() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.unknown
 }
 
 // longestGap is the longest time in [from, to] without a decision by a replica

@@ -53,6 +53,7 @@ type cluster struct {
 	lockURL    string
 	rdb        redis.UniversalClient  // straight to Redis (its master), never through a link
 	group      *testenv.SentinelGroup // with clusterOptions.sentinel
+	patroni    *testenv.Patroni       // with clusterOptions.patroni
 	rc         *testenv.RedisCluster  // with clusterOptions.redisCluster
 	url        string                 // the replicas' REDIS_URL
 	opts       clusterOptions
@@ -82,6 +83,10 @@ type clusterOptions struct {
 	sentinel, redisCluster bool
 	// sentinelReplicas is the Sentinel group's number of replicas (1 when 0).
 	sentinelReplicas int
+	// patroni puts the database on a replicated PostgreSQL (testenv.StartPatroni:
+	// three nodes, strict synchronous replication), which the replicas reach by
+	// its multi-host URL, instead of a schema of the shared server.
+	patroni bool
 	// strategy is the replicas' STOCKGUARD_STRATEGY; "" leaves it to
 	// STOCKGUARD_FAULTS_STRATEGY (and then the service's default).
 	strategy string
@@ -100,7 +105,12 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	ready(t)
 	c := &cluster{t: t, id: testenv.RandomID()[:8], opts: o}
 	c.ns = "f" + c.id
-	c.dbURL = testenv.NewDatabase(t, testenv.Postgres)
+	if o.patroni {
+		c.patroni = testenv.StartPatroni(t)
+		c.dbURL = c.patroni.URL()
+	} else {
+		c.dbURL = testenv.NewDatabase(t, testenv.Postgres)
+	}
 	switch {
 	case o.sentinel:
 		c.group = testenv.StartSentinelGroupWith(t, max(o.sentinelReplicas, 1))

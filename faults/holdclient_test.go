@@ -97,9 +97,13 @@ type holdBook struct {
 	confirmSent int
 	placing     []time.Duration // how long each hold placed took, asked again or not
 	confirming  []time.Duration // how long each confirm took to a definite answer
+	unknown     int             // 503 outcome-unknown answers, each asked again
+	// patience bounds a request's retries: askAgainFor, or longer where the
+	// fault outlasts it (a database failover).
+	patience time.Duration
 }
 
-func newHoldBook() *holdBook { return &holdBook{holds: map[string]*heldAs{}} }
+func newHoldBook() *holdBook { return &holdBook{holds: map[string]*heldAs{}, patience: askAgainFor} }
 
 func (b *holdBook) add(h *heldAs) {
 	b.mu.Lock()
@@ -121,7 +125,9 @@ func (b *holdBook) ask(ctx context.Context, base, path, body, key string) (reply
 	if key != "" {
 		hdr["Idempotency-Key"] = key
 	}
-	deadline := time.Now().Add(askAgainFor)
+	b.mu.Lock()
+	deadline := time.Now().Add(b.patience)
+	b.mu.Unlock()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, clientTimeout)
 		rep, err := post(rctx, base+path, body, hdr)
@@ -129,7 +135,13 @@ func (b *holdBook) ask(ctx context.Context, base, path, body, key string) (reply
 		if err == nil && rep.status < 500 {
 			return rep, true
 		}
-		b.update(func() { b.failed++ })
+		unknown := err == nil && rep.status == http.StatusServiceUnavailable && strings.Contains(string(rep.body), "problems.md#outcome-unknown")
+		b.update(func() {
+			b.failed++
+			if unknown {
+				b.unknown++
+			}
+		})
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			b.update(func() { b.undecided++ })
 			return rep, false
@@ -287,15 +299,20 @@ type holdStream struct {
 }
 
 func (c *cluster) startHoldStream(skus []string, d time.Duration, workers int) *holdStream {
+	return c.startHoldStreamWith(newHoldBook(), skus, d, workers)
+}
+
+// startHoldStreamWith is startHoldStream recording into book.
+func (c *cluster) startHoldStreamWith(book *holdBook, skus []string, d time.Duration, workers int) *holdStream {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
-	s := &holdStream{c: c, book: newHoldBook(), stop: cancel}
+	s := &holdStream{c: c, book: book, stop: cancel}
 	c.t.Cleanup(func() { cancel(); s.wg.Wait() })
 	for w := range workers {
 		s.wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			// An operation begun is followed to its answer even past the stream's end.
 			opCtx := context.WithoutCancel(ctx)
-			for i := 0; i < 2000 && ctx.Err() == nil; i++ {
+			for i := 0; i < 5000 && ctx.Err() == nil; i++ {
 				units := map[string]int{skus[rng.IntN(len(skus))]: 1 + rng.IntN(3)}
 				key := fmt.Sprintf("%s-w%d-%d", c.id, w, i)
 				if rng.IntN(10) < 3 {

@@ -123,7 +123,7 @@ func TestSweeperLeaderPaused(t *testing.T) {
 	// Its SKU locks' leases, if it was sweeping when stopped, and its leader lease.
 	lost := after.sum(mLeasesLost) - before.sum(mLeasesLost) + after.sum(mLeaderLost) - before.sum(mLeaderLost)
 
-	f := c.checkHolds(r, s.wait(), skus, nil)
+	f := c.checkHolds(r, s.wait(), skus)
 	r.recovered(k.leadBy)
 	r.Detail = fmt.Sprintf("leader %s stopped %dms; %s; continued, it counted %g lost leases, %g sweeper refusals and %g fence rejections",
 		x, paused.Milliseconds(), k, lost, refused, fenced)
@@ -152,7 +152,7 @@ func TestSweeperLeaderKilled(t *testing.T) {
 	k := c.watchTakeover(x, t0, 0, 10*time.Second)
 	c.restart(x)
 
-	f := c.checkHolds(r, s.wait(), skus, nil)
+	f := c.checkHolds(r, s.wait(), skus)
 	r.recovered(k.leadBy)
 	r.Detail = fmt.Sprintf("leader %s killed; %s; restarted", x, k)
 	checkTakeover(t, k, "leader killed")
@@ -200,7 +200,7 @@ func TestHoldsExpireDuringRedisRestart(t *testing.T) {
 	})
 	swept := time.Since(to)
 
-	f := c.checkHolds(r, s.wait(), skus, &outage{from: from, to: to})
+	f := c.checkHolds(r, s.wait(), skus, outage{from: from, to: to})
 	r.recovered(swept)
 	r.Detail = fmt.Sprintf("redis-server down %dms, then started empty; %d holds fell due meanwhile; every hold due by then swept %dms after it answered again",
 		to.Sub(from).Milliseconds(), dueDuring, swept.Milliseconds())
@@ -329,7 +329,7 @@ func confirmRace(t *testing.T, r *result, nSKUs, wave int, aimed bool) {
 		wg.Wait()
 	}
 
-	f := c.checkHolds(r, book, skus, nil)
+	f := c.checkHolds(r, book, skus)
 	if f.Released > 0 {
 		t.Errorf("%d holds released: none was asked to be", f.Released)
 	}

@@ -46,6 +46,13 @@ const (
 	patroniRetryTimeout = 3
 )
 
+// PatroniWrite is a write that needs no table: a transactional logical
+// message, a WAL record of the transaction's own, so that its commit waits
+// for the synchronous standby. (A transaction that only took an id, as
+// txid_current() does, writes no WAL before its commit record and commits
+// without waiting.)
+const PatroniWrite = "SELECT pg_logical_emit_message(true, 'stockguard-test', 'probe')"
+
 // PatroniDatabase is the database StartPatroni creates for the service.
 const PatroniDatabase = "stockguard"
 
@@ -685,10 +692,9 @@ func (p *Patroni) WaitLeader(ctx context.Context, not string) (*PatroniMember, e
 	leader := p.member(c.leader().Name)
 	var last error
 	for {
-		// txid_current takes a transaction id, so its commit is a WAL record
-		// the synchronous standby must confirm.
+		// PatroniWrite's commit waits for the synchronous standby.
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = exec1(actx, leader.URL("postgres"), "SELECT txid_current()")
+		last = exec1(actx, leader.URL("postgres"), PatroniWrite)
 		cancel()
 		if last == nil {
 			return leader, nil
