@@ -60,8 +60,16 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 	return o, after, nil
 }
 
-// Restock adds stock, creating the SKU if new, fenced, with a ledger entry.
+// Restock adds stock, creating the SKU if new, fenced, with a ledger entry:
+// RestockOnce with no key.
 func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) (orders.Stock, error) {
+	return s.RestockOnce(ctx, sku, quantity, fence, orders.Keyed{})
+}
+
+// RestockOnce is Restock that also writes k's idempotency record (if it has a
+// key) in its transaction, so that a retry whose first answer was lost finds
+// the restock made, or not made, never half.
+func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int64, k orders.Keyed) (orders.Stock, error) {
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		err := s.shift(tx, sku, delta{available: quantity, stocked: quantity}, fence)
@@ -75,11 +83,14 @@ func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) 
 		if err := tx.Create(&entry).Error; err != nil {
 			return err
 		}
+		if err := record(tx, k.Key, k.Hash, orders.Outcome{}, s.now()); err != nil {
+			return err
+		}
 		after, err = stockOf(tx, sku)
 		return err
 	})
 	if err != nil {
-		return orders.Stock{}, unavailable("restock", err)
+		return orders.Stock{}, unavailable("restock", conflict(err))
 	}
 	return after, nil
 }

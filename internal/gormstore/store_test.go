@@ -172,6 +172,18 @@ func testIdempotency(t *testing.T, kind string) {
 		t.Fatalf("the conflicting order was stored: %v", err)
 	}
 	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5})
+	// A restock records its key in its transaction: a recorded key refuses it
+	// whole, adding nothing.
+	if _, err := s.RestockOnce(ctx, "R-1", 4, 1, orders.Keyed{Key: "kr", Hash: "hr"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RestockOnce(ctx, "R-1", 4, 2, orders.Keyed{Key: "kr", Hash: "hr"}); !errors.Is(err, orders.ErrIdempotencyConflict) {
+		t.Fatalf("a restock of a recorded key: %v, want ErrIdempotencyConflict", err)
+	}
+	if _, err := s.RestockOnce(ctx, "R-1", 1, 3, orders.Keyed{Key: "k1", Hash: "hr"}); !errors.Is(err, orders.ErrIdempotencyConflict) {
+		t.Fatalf("a restock of an order's key: %v, want ErrIdempotencyConflict", err)
+	}
+	wantStock(t, s, orders.Stock{SKU: "R-1", Available: 4, Stocked: 4})
 	recs, err := s.Outcomes(ctx, []string{"k1", "K1", "nope"})
 	if err != nil || len(recs) != 2 || recs["k1"].Outcome.OrderID != "o1" || recs["K1"].Outcome.OrderID != "o2" ||
 		recs["k1"].Hash != "h-k1" || !recs["k1"].CreatedAt.Equal(start) {
@@ -216,9 +228,9 @@ func testIdempotency(t *testing.T, kind string) {
 		}
 		purged = append(purged, n)
 	}
-	// K1, o4's k1 and p0-p4 are older than the cutoff: 7 records.
-	if fmt.Sprint(purged) != "[3 3 1 0]" {
-		t.Fatalf("purged %v per round, want [3 3 1 0]", purged)
+	// K1, o4's k1, the restock's kr and p0-p4 are older than the cutoff: 8 records.
+	if fmt.Sprint(purged) != "[3 3 2 0]" {
+		t.Fatalf("purged %v per round, want [3 3 2 0]", purged)
 	}
 	if recs, _ := s.Outcomes(ctx, []string{"young", "p4"}); len(recs) != 1 || recs["young"].Outcome.OrderID != "young" {
 		t.Fatalf("after the purge: %+v", recs)

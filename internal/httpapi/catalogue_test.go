@@ -65,7 +65,7 @@ func TestSetStockAnswers(t *testing.T) {
 	if w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":7}`, offContract: true}); w.Code != http.StatusUnauthorized {
 		t.Errorf("no token: %d, want 401", w.Code)
 	}
-	m.EXPECT().Restock(mock.Anything, "N-1", int64(2)).Return(orders.Stock{SKU: "N-1", Available: 2, Stocked: 2}, true, nil).Once()
+	m.EXPECT().RestockOnce(mock.Anything, "N-1", int64(2), "").Return(orders.Stocked{Stock: orders.Stock{SKU: "N-1", Available: 2, Stocked: 2}, Created: true}, nil).Once()
 	if w := do(h, call{method: "POST", path: "/v1/skus/N-1/restock", body: `{"quantity":2}`, header: admin}); w.Code != http.StatusCreated ||
 		w.Header().Get("Location") != "/v1/skus/N-1" {
 		t.Errorf("restock of a new SKU: %d, Location %q, want 201", w.Code, w.Header().Get("Location"))

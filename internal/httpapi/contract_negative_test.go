@@ -758,7 +758,7 @@ func (s *acceptingStore) Cancel(_ context.Context, id string, _ orders.Fences, a
 	return o, map[string]int64{"A-1": 1000}, nil
 }
 
-func (s *acceptingStore) Restock(_ context.Context, sku string, _, _ int64) (orders.Stock, error) {
+func (s *acceptingStore) RestockOnce(_ context.Context, sku string, _, _ int64, _ orders.Keyed) (orders.Stock, error) {
 	s.writes.Add(1)
 	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, nil
 }

@@ -151,12 +151,15 @@ func (s *server) getSKU(c *gin.Context) {
 
 func (s *server) restock(c *gin.Context) {
 	var req restockRequest
-	if err := s.decode(c, &req); err != nil {
-		s.problem(c, err)
+	key, ok := s.request(c, s.decode, &req)
+	if !ok {
 		return
 	}
-	st, created, err := s.orders.Restock(c.Request.Context(), c.Param("sku"), quantity(req.Quantity, orders.MaxRestock))
-	s.stocked(c, st, created, err)
+	st, err := s.orders.RestockOnce(c.Request.Context(), c.Param("sku"), quantity(req.Quantity, orders.MaxRestock), key)
+	if err == nil && st.Replayed {
+		c.Header("Idempotent-Replayed", "true")
+	}
+	s.stocked(c, st.Stock, st.Created, err)
 }
 
 type setStockRequest struct {

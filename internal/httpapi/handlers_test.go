@@ -180,7 +180,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mocks.NewOrders(t)
 			if tc.want == 200 {
-				m.EXPECT().Restock(mock.Anything, "A-1", int64(5)).Return(orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}, false, nil).Once()
+				m.EXPECT().RestockOnce(mock.Anything, "A-1", int64(5), "").Return(orders.Stocked{Stock: orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}}, nil).Once()
 				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 			}
 			h := newHandler(t, m)

@@ -23,7 +23,7 @@ type Orders interface {
 	Order(ctx context.Context, id string) (orders.Order, error)
 	Cancel(ctx context.Context, id string) (orders.Order, error)
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
-	Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error)
+	RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error)
 	SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error)
 	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
 	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)

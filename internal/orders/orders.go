@@ -67,6 +67,14 @@ type Stock struct {
 	Stocked   int64  `json:"stocked"`
 }
 
+// Stocked is the answer to a restock or a set: the SKU's counters after it,
+// whether it created the SKU, and whether it is a replay of a restock made
+// before under the same Idempotency-Key (then the counters are today's).
+type Stocked struct {
+	Stock
+	Created, Replayed bool
+}
+
 // SKUAudit is I1 checked for one SKU.
 type SKUAudit struct {
 	Stock

@@ -33,9 +33,11 @@ type Store interface {
 	// Cancel marks a placed order cancelled and returns its stock, in one
 	// transaction, and returns the order and the available stock after.
 	Cancel(ctx context.Context, id string, fences Fences, at time.Time) (Order, map[string]int64, error)
-	// Restock adds stock, creating the SKU if new, and returns its counters
-	// after, read in the same transaction.
-	Restock(ctx context.Context, sku string, quantity, fence int64) (Stock, error)
+	// RestockOnce adds stock, creating the SKU if new, writes k's record (if
+	// it has a key) in the same transaction, and returns its counters after,
+	// read in that transaction. A key recorded meanwhile fails it whole with
+	// ErrIdempotencyConflict.
+	RestockOnce(ctx context.Context, sku string, quantity, fence int64, k Keyed) (Stock, error)
 	// SetStock sets a SKU's available units, creating it if new (then true),
 	// fenced; the ledger records the difference. It returns the counters after,
 	// read in the same transaction.

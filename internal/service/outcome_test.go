@@ -60,6 +60,20 @@ func (lw *lostWorld) post(t *testing.T, path, key, body string) *httptest.Respon
 	return rec
 }
 
+// adminPost is post with the admin token.
+func (lw *lostWorld) adminPost(t *testing.T, path, key, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer t")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	rec := httptest.NewRecorder()
+	lw.h.ServeHTTP(rec, req)
+	return rec
+}
+
 // wantOutcomeUnknown fails unless the answer is the 503 outcome-unknown
 // problem, naming the database, with Retry-After.
 func wantOutcomeUnknown(t *testing.T, rec *httptest.ResponseRecorder) {
@@ -187,14 +201,35 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 				t.Fatalf("cancel retried: %d %s, want 409 already-cancelled", rec.Code, rec.Body)
 			}
 
-			// A restock takes no key: its outcome is read in stocked, as docs/problems.md says.
+			// A restock committed, answer lost: the retry with its key adds
+			// nothing and says it is a replay; another quantity under the
+			// key is refused.
 			fired = lw.proxy.Arm(testenv.CommitAnswerLost)
-			_, _, err = lw.rep.svc.Restock(ctx, "A", 4)
+			rec = lw.adminPost(t, "/v1/skus/A/restock", "kr", `{"quantity":4}`)
 			awaitFired(t, fired)
-			if !errors.Is(err, orders.ErrOutcomeUnknown) {
-				t.Fatalf("restock: %v, want ErrOutcomeUnknown", err)
-			}
+			wantOutcomeUnknown(t, rec)
 			lw.wantNoGuessCached(t, "A")
+			rec = lw.adminPost(t, "/v1/skus/A/restock", "kr", `{"quantity":4}`)
+			var st orders.Stock
+			_ = json.Unmarshal(rec.Body.Bytes(), &st)
+			if rec.Code != http.StatusOK || rec.Header().Get("Idempotent-Replayed") != "true" || st.Stocked != 10 {
+				t.Fatalf("restock retried: %d %s (replayed %q), want 200 replayed with 10 stocked", rec.Code, rec.Body, rec.Header().Get("Idempotent-Replayed"))
+			}
+			if rec = lw.adminPost(t, "/v1/skus/A/restock", "kr", `{"quantity":5}`); rec.Code != http.StatusUnprocessableEntity ||
+				!strings.Contains(rec.Body.String(), "idempotency-key-reused") {
+				t.Fatalf("restock with the key and another quantity: %d %s, want 422 idempotency-key-reused", rec.Code, rec.Body)
+			}
+			// Not committed, answer lost: the retry restocks.
+			fired = lw.proxy.Arm(testenv.CommitNotSent)
+			rec = lw.adminPost(t, "/v1/skus/B/restock", "kr2", `{"quantity":3}`)
+			awaitFired(t, fired)
+			wantOutcomeUnknown(t, rec)
+			if rec = lw.adminPost(t, "/v1/skus/B/restock", "kr2", `{"quantity":3}`); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "" {
+				t.Fatalf("restock retried: %d %s (replayed %q), want a new 201", rec.Code, rec.Body, rec.Header().Get("Idempotent-Replayed"))
+			}
+			if st, err := lw.direct.Stock(ctx, "B"); err != nil || st.Stocked != 3 {
+				t.Fatalf("B: %+v, %v; want 3 stocked", st, err)
+			}
 
 			// 10 stocked: 1 + 2 (kb) sold, 1 held, the 2 of ka back.
 			if st, err := lw.direct.Stock(ctx, "A"); err != nil || st != (orders.Stock{SKU: "A", Available: 6, Reserved: 1, Sold: 3, Stocked: 10}) {

@@ -250,20 +250,60 @@ func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
 	return out, err
 }
 
-// Restock adds quantity units of sku, creating it if new, under its lock.
+// Restock adds quantity units of sku, creating it if new, under its lock:
+// RestockOnce with no key.
 func (s *Service) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error) {
+	st, err := s.RestockOnce(ctx, sku, quantity, "")
+	return st.Stock, st.Created, err
+}
+
+// RestockOnce is Restock once per Idempotency-Key (none: every time). The
+// key's record is written in the restock's transaction; a retry finds it and
+// changes nothing, answering the SKU's counters now, replayed. So a restock
+// whose answer was lost (a 503 outcome-unknown, a timeout) is settled by
+// asking again with its key. The same key with another SKU or quantity is
+// ErrIdempotencyMismatch.
+func (s *Service) RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error) {
 	if err := validStocking(sku, "quantity", quantity, 1); err != nil {
-		return orders.Stock{}, false, err
+		return orders.Stocked{}, err
 	}
-	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
+	k := orders.Keyed{Key: key}
+	if key != "" {
+		k.Hash = hashOf("restock", sku, strconv.FormatInt(quantity, 10))
+	}
+	if r, ok := s.recorded(ctx, k); ok {
+		return s.replayRestock(ctx, sku, r)
+	}
+	st, created, err := s.stocking(ctx, sku, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
 		_, err := s.store.Stock(ctx, sku)
 		created := errors.Is(err, orders.ErrNotFound)
 		if err != nil && !created {
 			return orders.Stock{}, false, err
 		}
-		st, err := s.store.Restock(ctx, sku, quantity, fence)
+		st, err := s.store.RestockOnce(ctx, sku, quantity, fence, k)
 		return st, created, err
 	})
+	if errors.Is(err, orders.ErrIdempotencyConflict) {
+		// The same key's restock committed first, meanwhile: this one made
+		// nothing; answer as a retry would be.
+		if r, ok := s.recorded(ctx, k); ok {
+			return s.replayRestock(ctx, sku, r)
+		}
+	}
+	return orders.Stocked{Stock: st, Created: created}, err
+}
+
+// replayRestock answers a restock whose key has a record: the SKU's counters
+// now, or the mismatch.
+func (s *Service) replayRestock(ctx context.Context, sku string, r result) (orders.Stocked, error) {
+	if r.err != nil {
+		return orders.Stocked{}, r.err
+	}
+	st, err := s.store.Stock(ctx, sku)
+	if err != nil {
+		return orders.Stocked{}, err
+	}
+	return orders.Stocked{Stock: st, Replayed: true}, nil
 }
 
 // SetStock sets a SKU's available units to an absolute value, creating the SKU

@@ -792,52 +792,47 @@ func (_c *Orders_Reservations_Call) RunAndReturn(run func(ctx context.Context, a
 	return _c
 }
 
-// Restock provides a mock function for the type Orders
-func (_mock *Orders) Restock(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error) {
-	ret := _mock.Called(ctx, sku, quantity)
+// RestockOnce provides a mock function for the type Orders
+func (_mock *Orders) RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error) {
+	ret := _mock.Called(ctx, sku, quantity, key)
 
 	if len(ret) == 0 {
-		panic("no return value specified for Restock")
+		panic("no return value specified for RestockOnce")
 	}
 
-	var r0 orders.Stock
-	var r1 bool
-	var r2 error
-	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) (orders.Stock, bool, error)); ok {
-		return returnFunc(ctx, sku, quantity)
+	var r0 orders.Stocked
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64, string) (orders.Stocked, error)); ok {
+		return returnFunc(ctx, sku, quantity, key)
 	}
-	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) orders.Stock); ok {
-		r0 = returnFunc(ctx, sku, quantity)
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64, string) orders.Stocked); ok {
+		r0 = returnFunc(ctx, sku, quantity, key)
 	} else {
-		r0 = ret.Get(0).(orders.Stock)
+		r0 = ret.Get(0).(orders.Stocked)
 	}
-	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int64) bool); ok {
-		r1 = returnFunc(ctx, sku, quantity)
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int64, string) error); ok {
+		r1 = returnFunc(ctx, sku, quantity, key)
 	} else {
-		r1 = ret.Get(1).(bool)
+		r1 = ret.Error(1)
 	}
-	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int64) error); ok {
-		r2 = returnFunc(ctx, sku, quantity)
-	} else {
-		r2 = ret.Error(2)
-	}
-	return r0, r1, r2
+	return r0, r1
 }
 
-// Orders_Restock_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Restock'
-type Orders_Restock_Call struct {
+// Orders_RestockOnce_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'RestockOnce'
+type Orders_RestockOnce_Call struct {
 	*mock.Call
 }
 
-// Restock is a helper method to define mock.On call
+// RestockOnce is a helper method to define mock.On call
 //   - ctx context.Context
 //   - sku string
 //   - quantity int64
-func (_e *Orders_Expecter) Restock(ctx interface{}, sku interface{}, quantity interface{}) *Orders_Restock_Call {
-	return &Orders_Restock_Call{Call: _e.mock.On("Restock", ctx, sku, quantity)}
+//   - key string
+func (_e *Orders_Expecter) RestockOnce(ctx interface{}, sku interface{}, quantity interface{}, key interface{}) *Orders_RestockOnce_Call {
+	return &Orders_RestockOnce_Call{Call: _e.mock.On("RestockOnce", ctx, sku, quantity, key)}
 }
 
-func (_c *Orders_Restock_Call) Run(run func(ctx context.Context, sku string, quantity int64)) *Orders_Restock_Call {
+func (_c *Orders_RestockOnce_Call) Run(run func(ctx context.Context, sku string, quantity int64, key string)) *Orders_RestockOnce_Call {
 	_c.Call.Run(func(args mock.Arguments) {
 		var arg0 context.Context
 		if args[0] != nil {
@@ -851,21 +846,26 @@ func (_c *Orders_Restock_Call) Run(run func(ctx context.Context, sku string, qua
 		if args[2] != nil {
 			arg2 = args[2].(int64)
 		}
+		var arg3 string
+		if args[3] != nil {
+			arg3 = args[3].(string)
+		}
 		run(
 			arg0,
 			arg1,
 			arg2,
+			arg3,
 		)
 	})
 	return _c
 }
 
-func (_c *Orders_Restock_Call) Return(stock orders.Stock, b bool, err error) *Orders_Restock_Call {
-	_c.Call.Return(stock, b, err)
+func (_c *Orders_RestockOnce_Call) Return(stocked orders.Stocked, err error) *Orders_RestockOnce_Call {
+	_c.Call.Return(stocked, err)
 	return _c
 }
 
-func (_c *Orders_Restock_Call) RunAndReturn(run func(ctx context.Context, sku string, quantity int64) (orders.Stock, bool, error)) *Orders_Restock_Call {
+func (_c *Orders_RestockOnce_Call) RunAndReturn(run func(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error)) *Orders_RestockOnce_Call {
 	_c.Call.Return(run)
 	return _c
 }
