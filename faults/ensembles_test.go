@@ -73,15 +73,7 @@ func TestEtcdEnsembleLeaderKilled(t *testing.T)  { ensembleLeaderKilled(t, etcdE
 func TestEtcdEnsembleMemberStopped(t *testing.T) { ensembleMemberStopped(t, etcdEnsemble) }
 func TestEtcdEnsembleQuorumLost(t *testing.T)    { ensembleQuorumLost(t, etcdEnsemble) }
 
-// TestZooKeeperEnsembleLeaderKilled is skipped: under -race it met a data race
-// inside go-zookeeper/zk v1.0.4 itself (Conn.recvLoop writing what
-// Conn.sendSetWatches reads, as the client reconnects to another member), which
-// fails the run by luck. It ran and passed otherwise; to be fixed in the
-// client's use or upstream, then run again.
-func TestZooKeeperEnsembleLeaderKilled(t *testing.T) {
-	t.Skip("a data race inside go-zookeeper/zk v1.0.4 on reconnect (recvLoop against sendSetWatches) fails -race by luck")
-	ensembleLeaderKilled(t, zkEnsemble)
-}
+func TestZooKeeperEnsembleLeaderKilled(t *testing.T)  { ensembleLeaderKilled(t, zkEnsemble) }
 func TestZooKeeperEnsembleMemberStopped(t *testing.T) { ensembleMemberStopped(t, zkEnsemble) }
 func TestZooKeeperEnsembleQuorumLost(t *testing.T)    { ensembleQuorumLost(t, zkEnsemble) }
 

@@ -7,8 +7,9 @@
 //	<Root>/<name>                   persistent; data: the token floor (decimal, empty = 0)
 //	<Root>/<name>/<value>-<seq>     ephemeral sequential, one per lease or try; data: its TTL in ms
 //
-// A Backend is one session (one zk.Conn). Obtain creates a lease node under
-// every name in one transaction (Multi: all or none), then reads each resource
+// A Backend's leases are on one session (one zk.Conn; watches have their
+// own, see below). Obtain creates a lease node under every name in one
+// transaction (Multi: all or none), then reads each resource
 // node: a resource with one child (ours) is granted, and that read gives the
 // floor and the token base. Otherwise it lists the children and reads those
 // lower than ours (the sequence number orders them, and no lower one can
@@ -48,7 +49,11 @@
 // Releases are announced (lock.Notifier) by watches: a try that finds a
 // resource busy sets an exists-watch on the live lower node, which fires when
 // it is deleted (released, taken over, its session expired), and Subscribe
-// delivers the name. Watches are set only while someone subscribes.
+// delivers the name. Watches are set only while someone subscribes, each on a
+// session and connection of its own that never reconnects (a lost connection
+// wakes the waiters instead): the ZooKeeper client races with itself when it
+// re-registers a session's watches on a new connection, so the Backend's
+// session, which moves across members, never holds one.
 //
 // # Fencing tokens
 //
@@ -112,6 +117,8 @@
 // # Costs
 //
 // Every obtain, renewal and release is a write of the ensemble (a quorum's
-// fsync) and wakes every watcher of the node concerned. A resource node and
+// fsync) and wakes every watcher of the node concerned. A watched node costs
+// its watcher a session while watched (its creation and expiry are writes too)
+// and a connection, which counts against the server's maxClientCnxns. A resource node and
 // its floor stay after use: one persistent node per resource ever locked.
 package zklock

@@ -269,9 +269,13 @@ func each(_ context.Context, n int, f func(i int) error) []error {
 }
 
 // zkLogger routes the ZooKeeper client's messages (lost connections, expired
-// sessions) to slog.
-type zkLogger struct{ log *slog.Logger }
+// sessions) to slog at level: Warn for the Backend's session, Debug for watch
+// sessions, whose connections end by design.
+type zkLogger struct {
+	log   *slog.Logger
+	level slog.Level
+}
 
 func (l zkLogger) Printf(format string, args ...any) {
-	l.log.Warn(fmt.Sprintf(format, args...), "component", "zookeeper-client")
+	l.log.Log(context.Background(), l.level, fmt.Sprintf(format, args...), "component", "zookeeper-client")
 }

@@ -73,7 +73,8 @@ type Options struct {
 }
 
 // Backend is a lock.Backend on ZooKeeper: one session (one zk.Conn) per
-// Backend. Close it when done.
+// Backend for its leases, and one per watch while watching. Close it when
+// done.
 type Backend struct {
 	conn *zk.Conn
 	root string
@@ -84,7 +85,14 @@ type Backend struct {
 	subs     map[chan string]struct{}
 	watching map[string]bool // lease nodes watched for their deletion
 
+	// What watch sessions connect with (see watchSession).
+	servers        []string
+	sessionTimeout time.Duration
+	dialer         zk.Dialer
+
 	closed    chan struct{}
+	closing   context.Context // ends at Close: it bounds the watches' calls
+	stop      context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup // watches and cleanups
 }
@@ -132,9 +140,12 @@ func New(servers []string, opt *Options) (*Backend, error) {
 	if o.Dialer == nil {
 		o.Dialer = net.DialTimeout
 	}
+	b.servers, b.sessionTimeout, b.dialer = servers, o.SessionTimeout, o.Dialer
+	b.closing, b.stop = context.WithCancel(context.Background())
 	conn, _, err := zk.Connect(servers, o.SessionTimeout, zk.WithDialer(o.Dialer),
-		zk.WithLogger(zkLogger{b.log}), zk.WithLogInfo(false), zk.WithEventCallback(b.event))
+		zk.WithLogger(zkLogger{b.log, slog.LevelWarn}), zk.WithLogInfo(false), zk.WithEventCallback(b.event))
 	if err != nil {
+		b.stop()
 		return nil, fmt.Errorf("zklock: connect: %w", err)
 	}
 	b.conn = conn
@@ -146,6 +157,7 @@ func New(servers []string, opt *Options) (*Backend, error) {
 func (b *Backend) Close() {
 	b.closeOnce.Do(func() {
 		close(b.closed)
+		b.stop()
 		b.conn.Close()
 		b.mu.Lock()
 		for ch := range b.subs {

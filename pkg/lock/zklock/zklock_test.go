@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -277,4 +278,103 @@ func (c *cutter) restore() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.off = false
+}
+
+// bounce closes the connections the cutter made and lets the client dial
+// again: the session moves to a new connection.
+func (c *cutter) bounce() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+// A waiter's Backend keeps working, and hears of releases, across
+// reconnections made while it watches holders and has calls under way. The
+// ZooKeeper client re-registers a session's watches on each new connection
+// while it already reads that connection's answers, and reads unguarded
+// connection state doing so (a data race in go-zookeeper/zk v1.0.4 that -race
+// reported): the Backend keeps its watches off the session that reconnects,
+// which this test exercises under -race.
+func TestReconnectWhileWatching(t *testing.T) {
+	s := startServer(t)
+	root := "/reconnect-" + randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder := open(t, s, root)
+	var cut cutter
+	waiter, err := zklock.Open(ctx, "zk://"+s.Addr, &zklock.Options{Root: root, SessionTimeout: sessionTimeout, Dialer: cut.dial, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	names, stop, err := waiter.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stop() }()
+	var rs []string // many watches: re-registering them takes a while
+	for i := range 32 {
+		rs = append(rs, fmt.Sprintf("r%d", i))
+	}
+	if _, err := holder.Obtain(ctx, rs, "h", time.Minute, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Tries that find the resources busy, which watch their holder.
+	try := func() {
+		t.Helper()
+		for _, r := range rs {
+			if _, err := waiter.Obtain(ctx, []string{r}, "w", time.Minute, 1); !errors.Is(err, lock.ErrBusy) {
+				t.Fatalf("obtain %s while held: %v, want ErrBusy", r, err)
+			}
+		}
+	}
+	// Calls under way at every reconnection: they are queued while the client
+	// is cut off and answered as soon as it is back.
+	busy, stopBusy := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for busy.Err() == nil {
+				_ = waiter.Ping(busy)
+			}
+		})
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for range 8 {
+		try()
+		cut.bounce()
+		// Back once a ping answers (those in between fail as the client
+		// reconnects).
+		for waiter.Ping(ctx) != nil {
+			select {
+			case <-ctx.Done():
+				t.Fatal("no answer a minute after a reconnection")
+			case <-tick.C:
+			}
+		}
+	}
+	stopBusy()
+	wg.Wait()
+	try()
+	// Releases are still heard (a watch lost with its connection wakes the
+	// waiters too, so drain until the resource is free).
+	if err := holder.Release(ctx, rs, "h"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case <-names:
+		case <-ctx.Done():
+			t.Fatal("the release was not announced")
+		}
+		if _, err := waiter.Obtain(ctx, []string{"r0"}, "w2", time.Minute, 1); err == nil {
+			return
+		} else if !errors.Is(err, lock.ErrBusy) {
+			t.Fatal(err)
+		}
+	}
 }
