@@ -1,8 +1,9 @@
 package main
 
-// The README's facts about the binary, checked against it: the flag table is
-// generated from serve's flag set (between markers; -update rewrites it), and
-// the metrics table is checked against a real replica's /metrics.
+// The documentation's facts about the binary, checked against it: the flag
+// table of docs/configuration.md is generated from serve's flag set (between
+// markers; -update rewrites it), and the metrics table of docs/operations.md is
+// checked against a real replica's /metrics.
 
 import (
 	"bytes"
@@ -26,17 +27,18 @@ import (
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
-var update = flag.Bool("update", false, "rewrite README.md's flag table from the binary's flags")
+var update = flag.Bool("update", false, "rewrite docs/configuration.md's flag table from the binary's flags")
 
 const (
-	readmePath     = "../../README.md"
+	flagsDocPath   = "../../docs/configuration.md"
+	metricsDocPath = "../../docs/operations.md"
 	flagTableBegin = "<!-- flags:begin: generated from serve's flags; go test ./cmd/stockguard -run TestReadmeFlagTable -update -->\n"
 	flagTableEnd   = "<!-- flags:end -->\n"
 	flagTableHead  = "| flag | variable | default | what |\n|---|---|---|---|\n"
 	regenerate     = "go test ./cmd/stockguard -run TestReadmeFlagTable -update"
 )
 
-// docFlag is one row of the README's flag table.
+// docFlag is one row of the flag table.
 type docFlag struct {
 	name, env, def, usage string
 }
@@ -58,7 +60,7 @@ func serveDocFlags(t *testing.T) []docFlag {
 	return out
 }
 
-// docDefault is a flag's default as the README shows it: durations as written
+// docDefault is a flag's default as the flag table shows it: durations as written
 // in a flag ("24h", not Go's "24h0m0s"), "empty" for an empty string.
 func docDefault(f *flag.Flag) string {
 	if g, ok := f.Value.(flag.Getter); ok {
@@ -79,25 +81,26 @@ func docDefault(f *flag.Flag) string {
 	return "`" + f.DefValue + "`"
 }
 
-// readmeFlagTable returns README.md, the generated block of its flag table (the
-// table itself, without the markers) and where the block starts and ends.
-func readmeFlagTable(t *testing.T) (readme, block string, start, end int) {
+// docFlagTable returns docs/configuration.md, the generated block of its flag
+// table (the table itself, without the markers) and where the block starts and
+// ends.
+func docFlagTable(t *testing.T) (page, block string, start, end int) {
 	t.Helper()
-	b, err := os.ReadFile(readmePath)
+	b, err := os.ReadFile(flagsDocPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme = string(b)
-	i := strings.Index(readme, flagTableBegin)
-	j := strings.Index(readme, flagTableEnd)
+	page = string(b)
+	i := strings.Index(page, flagTableBegin)
+	j := strings.Index(page, flagTableEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no flag table between %q and %q", flagTableBegin, flagTableEnd)
+		t.Fatalf("docs/configuration.md has no flag table between %q and %q", flagTableBegin, flagTableEnd)
 	}
 	start = i + len(flagTableBegin)
-	return readme, readme[start:j], start, j
+	return page, page[start:j], start, j
 }
 
-// whatColumn maps each flag of the README's table to its "what" cell: prose
+// whatColumn maps each flag of the table to its "what" cell: prose
 // written by hand, kept as it is by the generator.
 func whatColumn(block string) map[string]string {
 	what := map[string]string{}
@@ -111,7 +114,7 @@ func whatColumn(block string) map[string]string {
 }
 
 // flagTable is the table for flags: name, variable and default from the
-// binary; the description kept from the README, or, for a flag it lacks, the
+// binary; the description kept from the page, or, for a flag it lacks, the
 // flag's help.
 func flagTable(flags []docFlag, what map[string]string) string {
 	var b strings.Builder
@@ -126,39 +129,39 @@ func flagTable(flags []docFlag, what map[string]string) string {
 	return b.String()
 }
 
-// README.md's flag table is what the binary's flags generate: every flag of
+// docs/configuration.md's flag table is what the binary's flags generate: every flag of
 // serve with its variable and default, and no other. A difference fails with
 // the rows that differ and the command that regenerates the table.
 func TestReadmeFlagTable(t *testing.T) {
-	readme, block, start, end := readmeFlagTable(t)
+	page, block, start, end := docFlagTable(t)
 	flags := serveDocFlags(t)
 	want := flagTable(flags, whatColumn(block))
 	if want == block {
 		return
 	}
 	if *update {
-		if err := os.WriteFile(readmePath, []byte(readme[:start]+want+readme[end:]), 0o644); err != nil {
+		if err := os.WriteFile(flagsDocPath, []byte(page[:start]+want+page[end:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("README.md's flag table rewritten from the binary's %d flags", len(flags))
+		t.Logf("docs/configuration.md's flag table rewritten from the binary's %d flags", len(flags))
 		return
 	}
 	have, gen := strings.Split(block, "\n"), strings.Split(want, "\n")
 	for _, l := range have {
 		if !slices.Contains(gen, l) {
-			t.Errorf("README.md has, the binary does not:\n%s", l)
+			t.Errorf("docs/configuration.md has, the binary does not:\n%s", l)
 		}
 	}
 	for _, l := range gen {
 		if !slices.Contains(have, l) {
-			t.Errorf("the binary has, README.md does not:\n%s", l)
+			t.Errorf("the binary has, docs/configuration.md does not:\n%s", l)
 		}
 	}
-	t.Errorf("README.md's flag table differs from the binary's flags (order too); regenerate it: %s", regenerate)
+	t.Errorf("docs/configuration.md's flag table differs from the binary's flags (order too); regenerate it: %s", regenerate)
 }
 
 // serve --help, the other place the flags are documented, names each flag with
-// its variable and the same default as the README's table.
+// its variable and the same default as the flag table.
 func TestServeHelpMatchesTheTable(t *testing.T) {
 	var help bytes.Buffer
 	if err := run(t.Context(), []string{"serve", "--help"}, func(string) string { return "" }, io.Discard, &help); err == nil {
@@ -187,7 +190,7 @@ func TestServeHelpMatchesTheTable(t *testing.T) {
 	}
 }
 
-// openLabels are labels whose values are not a fixed list the README could
+// openLabels are labels whose values are not a fixed list the metrics table could
 // enumerate (a route template, an HTTP status, a build's version); every other
 // label's values are listed, each in backquotes, in its metric's row.
 var openLabels = map[string]bool{"route": true, "method": true, "status": true, "version": true, "revision": true, "go_version": true}
@@ -199,7 +202,7 @@ var configuredValues = map[string][]string{
 	"stockguard_dependency_up{dependency}":    {orders.DependencyDatabase, orders.DependencyRedis, orders.DependencyLockService},
 }
 
-// docMetric is a metric the README's metrics table names: "name{label,...}".
+// docMetric is a metric the metrics table names: "name{label,...}".
 type docMetric struct {
 	labels []string
 	row    string
@@ -207,21 +210,21 @@ type docMetric struct {
 
 var metricRef = regexp.MustCompile("`(stockguard_[a-z_*]+)(?:\\{([a-z_,]*)\\})?`")
 
-// readmeMetrics lists the stockguard_* metrics of the README's metrics table by
-// name, from the first cell of each row.
-func readmeMetrics(t *testing.T) map[string]docMetric {
+// docMetrics lists the stockguard_* metrics of docs/operations.md's metrics
+// table by name, from the first cell of each row.
+func docMetrics(t *testing.T) map[string]docMetric {
 	t.Helper()
-	b, err := os.ReadFile(readmePath)
+	b, err := os.ReadFile(metricsDocPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n### Metrics and alerts\n")
+	_, section, ok := strings.Cut(string(b), "\n## Metrics and alerts\n")
 	if !ok {
-		t.Fatal("README.md has no ### Metrics and alerts section")
+		t.Fatal("docs/operations.md has no ## Metrics and alerts section")
 	}
 	_, table, ok := strings.Cut(section, "\n| metric | what |\n|---|---|\n")
 	if !ok {
-		t.Fatal("README.md's metrics section has no | metric | what | table")
+		t.Fatal("docs/operations.md's metrics section has no | metric | what | table")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	out := map[string]docMetric{}
@@ -251,7 +254,7 @@ func labelValues(fam *dto.MetricFamily) map[string][]string {
 	return out
 }
 
-// The README's metrics table is a real replica's /metrics: each stockguard_*
+// docs/operations.md's metrics table is a real replica's /metrics: each stockguard_*
 // family is a row with its label names and (but for openLabels) every value,
 // and no row names a metric the replica does not export. Values a replica
 // exports only under faults or with some settings come from configuredValues.
@@ -290,7 +293,7 @@ func TestReadmeMetricsTable(t *testing.T) {
 		t.Fatalf("the refusals were not counted: %v", fams.labelled("stockguard_orders_refused_total"))
 	}
 
-	docs := readmeMetrics(t)
+	docs := docMetrics(t)
 	exported := map[string]bool{}
 	for name, fam := range fams {
 		if !strings.HasPrefix(name, "stockguard_") {
@@ -299,10 +302,10 @@ func TestReadmeMetricsTable(t *testing.T) {
 		exported[name] = true
 		values := labelValues(fam)
 		if lockName, ok := strings.CutPrefix(name, "stockguard_sweeper_lock_"); ok {
-			// The README's `stockguard_sweeper_lock_*` says: the SKU locks'
+			// The table's `stockguard_sweeper_lock_*` says: the SKU locks'
 			// families, for the sweeper's lease.
 			if _, ok := docs["stockguard_sweeper_lock_*"]; !ok {
-				t.Errorf("%s is exported; README.md's metrics table has no `stockguard_sweeper_lock_*` row", name)
+				t.Errorf("%s is exported; docs/operations.md's metrics table has no `stockguard_sweeper_lock_*` row", name)
 			}
 			if !slices.Equal(slices.Sorted(maps.Keys(values)), slices.Sorted(maps.Keys(labelValues(fams["stockguard_lock_"+lockName])))) {
 				t.Errorf("%s is not stockguard_lock_%s with another prefix (labels %v)", name, lockName, values)
@@ -311,11 +314,11 @@ func TestReadmeMetricsTable(t *testing.T) {
 		}
 		doc, ok := docs[name]
 		if !ok {
-			t.Errorf("%s (labels %v) is exported; README.md's metrics table has no row naming it", name, slices.Sorted(maps.Keys(values)))
+			t.Errorf("%s (labels %v) is exported; docs/operations.md's metrics table has no row naming it", name, slices.Sorted(maps.Keys(values)))
 			continue
 		}
 		if !slices.Equal(slices.Sorted(slices.Values(doc.labels)), slices.Sorted(maps.Keys(values))) {
-			t.Errorf("%s: README.md's metrics table gives the labels {%s}, /metrics has {%s}", name,
+			t.Errorf("%s: docs/operations.md's metrics table gives the labels {%s}, /metrics has {%s}", name,
 				strings.Join(slices.Sorted(slices.Values(doc.labels)), ","), strings.Join(slices.Sorted(maps.Keys(values)), ","))
 		}
 		for label, vs := range values {
@@ -326,7 +329,7 @@ func TestReadmeMetricsTable(t *testing.T) {
 			slices.Sort(vs)
 			for _, v := range slices.Compact(vs) {
 				if !strings.Contains(doc.row, "`"+v+"`") {
-					t.Errorf("%s{%s=%q} is exported; README.md's row does not list `%s`:\n%s", name, label, v, v, doc.row)
+					t.Errorf("%s{%s=%q} is exported; docs/operations.md's row does not list `%s`:\n%s", name, label, v, v, doc.row)
 				}
 			}
 		}
@@ -336,7 +339,7 @@ func TestReadmeMetricsTable(t *testing.T) {
 			continue
 		}
 		if !exported[name] {
-			t.Errorf("README.md's metrics table names %s; a replica does not export it", name)
+			t.Errorf("docs/operations.md's metrics table names %s; a replica does not export it", name)
 		}
 	}
 }

@@ -420,10 +420,10 @@ func TestProbesRefuse(t *testing.T) {
 	}
 }
 
-// The README and make help say how to turn the pointing off, and the README
-// where it points.
+// docs/testing.md and make help say how to turn the pointing off, and
+// docs/testing.md where it points.
 func TestDocsSayWhatItDoes(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/testing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,15 +432,15 @@ func TestDocsSayWhatItDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := strings.Join(strings.Fields(string(readme)), " ")
-	for _, want := range []string{"`" + noDefaultsEnv + "=1` turns that off", "[`scripts/gotest`](scripts/gotest)"} {
+	for _, want := range []string{"`" + noDefaultsEnv + "=1` turns that off", "[`scripts/gotest`](../scripts/gotest)"} {
 		if !strings.Contains(doc, want) {
-			t.Errorf("README does not say %q", want)
+			t.Errorf("docs/testing.md does not say %q", want)
 		}
 	}
 	for _, svc := range defaultServices() {
 		_, port, _ := net.SplitHostPort(svc.addr)
 		if !strings.Contains(doc, svc.name+" on ") || !strings.Contains(doc, port) {
-			t.Errorf("README does not say where %s is looked for (%s)", svc.name, svc.addr)
+			t.Errorf("docs/testing.md does not say where %s is looked for (%s)", svc.name, svc.addr)
 		}
 	}
 	for line := range strings.SplitSeq(string(makefile), "\n") {
