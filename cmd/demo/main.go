@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.lock, "lock", "redis", "lock service of the replicas: redis (the cache's Redis), redlock (three private redis-servers, from the PATH), postgres (the PostgreSQL of DATABASE_URL, which must be one), etcd (a private etcd, from the PATH), zk (a private ZooKeeper, from the java and ZooKeeper installed) or azblob (a private Azurite: see the README)")
+	fs.StringVar(&o.lock, "lock", "redis", "lock service of the replicas: redis (the cache's Redis), redlock (three private redis-servers, from the PATH), postgres (the PostgreSQL of DATABASE_URL, which must be one), etcd (a private etcd, from the PATH), zk (a private ZooKeeper, from the java and ZooKeeper installed) or azblob (a private Azurite: see docs/locks.md)")
 	fs.StringVar(&o.html, "html", filepath.Join(os.TempDir(), "stockguard-demo.html"), "write the page of the rounds (self-contained HTML) here: the unsafe and the default side by side, then the carts round")
 	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
 	fs.IntVar(&o.stock, "stock", 100, "units of the hot SKU on sale")

@@ -60,7 +60,7 @@ type envFlags struct {
 	getenv  func(string) string
 	errs    []error
 	secrets []func(set map[string]bool)
-	envs    map[string]string // each flag's environment variable, for the README's table
+	envs    map[string]string // each flag's environment variable, for docs/configuration.md's table
 }
 
 // env records a flag's variable and returns the suffix of its help.
@@ -158,7 +158,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 }
 
 // serveFlags declares serve's flags into c: the settings of a replica, as
-// --help and the README's table show them.
+// --help and docs/configuration.md's table show them.
 func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *envFlags {
 	e := newFlags("serve", getenv, stderr)
 	e.str(&c.addr, "addr", "STOCKGUARD_ADDR", ":8080", "address to listen on")

@@ -10,7 +10,7 @@ import (
 )
 
 // Every reason a refusal is counted under is one of RefusalReasons (exported at
-// 0 from the start and listed in the README), and every one of them is a
+// 0 from the start and listed in docs/operations.md), and every one of them is a
 // reason some refusal gets: a reason added to reason() alone fails here.
 func TestRefusalReasonsAreReasons(t *testing.T) {
 	refusals := []error{
