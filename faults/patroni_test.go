@@ -52,6 +52,7 @@ type primaryFault struct {
 	recovery      time.Duration // from the fault to the first decision on a request sent after it (a switchover: after the new leader commits)
 	longestPause  time.Duration // the longest time without a decision, from the fault until every member streams
 	healthyAfter  time.Duration // from the fault to every member streaming again, one synchronous
+	orders, holds int           // orders and holds acknowledged (201), from this fault to the next
 	errors5xx     int           // 5xx answers to orders at the balancer, from this fault to the next
 	unknown       int           // 503 outcome-unknown answers to orders and holds, the same
 	oldWrites     int           // writes the frozen primary acknowledged once resumed (stop only)
@@ -61,9 +62,10 @@ type primaryFault struct {
 
 func (f primaryFault) String() string {
 	what := map[string]string{"kill": "killed", "stop": "frozen past the ttl", "switchover": "switched over"}[f.kind]
-	s := fmt.Sprintf("%s: primary %s %s; Patroni named %s leader %dms after; first decision %dms after (%dms after the promotion); no decision for %dms at most; all members streaming %dms after; %d 5xx and %d outcome-unknown answers",
+	s := fmt.Sprintf("%s: primary %s %s; Patroni named %s leader %dms after; first decision %dms after (%dms after the promotion); no decision for %dms at most; all members streaming %dms after; %d orders and %d holds acknowledged, %d 5xx and %d outcome-unknown answers",
 		f.kind, f.old, what, f.promoted, f.promotedAfter.Milliseconds(), f.recovery.Milliseconds(),
-		(f.recovery - f.promotedAfter).Milliseconds(), f.longestPause.Milliseconds(), f.healthyAfter.Milliseconds(), f.errors5xx, f.unknown)
+		(f.recovery - f.promotedAfter).Milliseconds(), f.longestPause.Milliseconds(), f.healthyAfter.Milliseconds(),
+		f.orders, f.holds, f.errors5xx, f.unknown)
 	if f.kind == "stop" {
 		s += fmt.Sprintf("; resumed, it acknowledged %d of %d writes tried on it", f.oldWrites, f.oldProbes)
 	}
@@ -154,6 +156,7 @@ func (c *cluster) failPrimary(load *loadRun, book *holdBook, kind string) (prima
 	f := primaryFault{kind: kind, old: old.Name}
 	f.sweeperFence[0] = c.sweeperFence(ctx)
 	fivexx, unknown := c.lb.errors5xx(anyReplica), c.lb.outcomesUnknown()+bookUnknown(book)
+	ackedBefore, holdsBefore := len(c.lb.ackedIDs()), bookHolds(book)
 	var held *pgx.Conn // opened before the freeze, as a replica's pooled connection is
 	if kind == "stop" {
 		if held, err = pgx.Connect(ctx, old.URL(testenv.PatroniDatabase)); err != nil {
@@ -213,7 +216,15 @@ func (c *cluster) failPrimary(load *loadRun, book *holdBook, kind string) (prima
 	f.sweeperFence[1] = c.sweeperFence(ctx)
 	f.errors5xx = c.lb.errors5xx(anyReplica) - fivexx
 	f.unknown = c.lb.outcomesUnknown() + bookUnknown(book) - unknown
+	f.orders, f.holds = len(c.lb.ackedIDs())-ackedBefore, bookHolds(book)-holdsBefore
 	return f, outage{from: t0, to: t0.Add(f.recovery)}
+}
+
+// bookHolds is how many holds b's clients were answered 201.
+func bookHolds(b *holdBook) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.holds)
 }
 
 func bookUnknown(b *holdBook) int {
