@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/stockguard/pkg/lock/etcdlock"
 	"github.com/stockguard/stockguard/pkg/lock/zklock"
 )
 
@@ -51,8 +52,9 @@ const zkReconnect = 2 * time.Second
 const azblobStaleSlack = time.Second
 
 var (
-	// etcd: a lease ends on the leader's clock, rounded up to etcd's minimum.
-	etcdServer = lockServer{kind: "etcd", name: "etcd", leaseBound: etcdLease}
+	// etcd: a lease ends on the leader's clock, rounded up to etcd's minimum;
+	// clients reconnect at most a second apart (etcdlock.ReconnectBackoffMax).
+	etcdServer = lockServer{kind: "etcd", name: "etcd", leaseBound: etcdLease, reconnect: etcdlock.ReconnectBackoffMax + 200*time.Millisecond}
 	// ZooKeeper: a lease ends on the leader's clock after its TTL, or with its
 	// holder's session; clients reconnect after a second.
 	zkServer = lockServer{kind: "zk", name: "ZooKeeper", leaseBound: lease, reconnect: zkReconnect}

@@ -8,6 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/stockguard/stockguard/pkg/lock"
 )
@@ -23,6 +25,12 @@ const (
 	// probed; KeepAliveTimeout how long a probe may go unanswered.
 	KeepAliveTime    = 10 * time.Second
 	KeepAliveTimeout = 3 * time.Second
+	// ReconnectBackoffMax caps the wait between attempts to reconnect to a
+	// member. gRPC's default starts at 1s and grows by 1.6 (to 120s), so a
+	// member down for three seconds was reached again up to two seconds
+	// after it answered, and every SKU waited that long; with the cap, a
+	// second at most.
+	ReconnectBackoffMax = time.Second
 )
 
 // DefaultPrefix is where the keys live when the URL names no prefix.
@@ -30,7 +38,8 @@ const DefaultPrefix = "stockguard/lock/"
 
 // ParseURL parses "etcd://[user:pass@]host:2379[,host2:2379...][/prefix]" into
 // a client configuration (plain HTTP endpoints, DialTimeout, keep-alive
-// probes, the client's own logger silenced) and the key prefix (the path with
+// probes, reconnects at most ReconnectBackoffMax apart, the client's own
+// logger silenced) and the key prefix (the path with
 // a trailing slash; DefaultPrefix when there is none). Errors wrap
 // lock.ErrInvalidOptions and never include the password.
 func ParseURL(s string) (clientv3.Config, string, error) {
@@ -72,6 +81,10 @@ func ParseURL(s string) (clientv3.Config, string, error) {
 	cfg.DialTimeout = DialTimeout
 	cfg.DialKeepAliveTime = KeepAliveTime
 	cfg.DialKeepAliveTimeout = KeepAliveTimeout
+	cfg.DialOptions = []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectBackoffMax},
+		MinConnectTimeout: DialTimeout,
+	})}
 	cfg.Logger = zap.NewNop() // errors reach callers as values; the service logs them its own way
 	return cfg, prefix, nil
 }
