@@ -2,40 +2,51 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/azlease"
+	// The lock services --lock-url may name, besides Redis (pkg/lock's own):
+	// each registers its schemes with lock.Open.
+	_ "github.com/stockguard/stockguard/pkg/lock/etcdlock"
+	_ "github.com/stockguard/stockguard/pkg/lock/pglock"
+	_ "github.com/stockguard/stockguard/pkg/lock/redlock"
+	_ "github.com/stockguard/stockguard/pkg/lock/zklock"
 )
 
 // lockService is the lock service the SKU locks and the sweeper's lease are
 // taken from, as --lock-url chose it, checked to answer at start.
 type lockService struct {
 	backend lock.Backend
-	kind    string                          // redis, redlock or postgres
+	kind    string                          // redis, redlock, postgres, etcd, zk or azblob
 	ping    func(ctx context.Context) error // for readiness
 	close   func()
 }
 
-// lockKinds names the schemes --lock-url accepts, for its errors.
-const lockKinds = "redis://, rediss://, redlock://, postgres://, etcd://, zk:// or azblob://"
+// azureConnStringEnv names the variable that holds the storage account of an
+// azblob:// --lock-url: its connection string is a secret, so it is not in the
+// URL.
+const azureConnStringEnv = azlease.ConnectionStringEnv
 
-// openLockService opens the lock service of cfg.lockURL; an empty URL is the
-// cache's Redis (rdb), as before there was a choice. A bad URL or a service that
-// does not answer within startTimeout fails here, before the replica serves.
-// m counts the Redis backend's waits for --lock-replicas.
+// openLockService opens the lock service of cfg.lockURL with lock.Open (the
+// backends are registered by this file's imports); an empty URL is the cache's
+// Redis (rdb), as before there was a choice. A bad URL or a service that does
+// not answer within 5s (startTimeout; each backend bounds its own check) fails here, before the replica serves. Every
+// service's resources are under cfg.namespace (PostgreSQL's one table
+// excepted); m counts the Redis backend's waits for --lock-replicas. An azblob
+// service's account is cfg.azureConnString, which no error shows.
 func openLockService(ctx context.Context, cfg serveConfig, rdb redis.UniversalClient, m *lock.Metrics, log *slog.Logger) (*lockService, error) {
-	keys := lock.Keys{Namespace: cfg.namespace}
-	redisBackend := func(c redis.UniversalClient) (lock.Backend, error) {
-		return lock.NewRedis(c, &lock.RedisOptions{Keys: keys, Replicas: cfg.lockReplicas, ReplicaTimeout: lockReplicaTimeout(cfg), Metrics: m})
-	}
+	redisOpt := lock.RedisOptions{Keys: lock.Keys{Namespace: cfg.namespace}, Replicas: cfg.lockReplicas, ReplicaTimeout: lockReplicaTimeout(cfg), Metrics: m}
 	if cfg.lockURL == "" {
-		b, err := redisBackend(rdb)
+		b, err := lock.NewRedis(rdb, &redisOpt)
 		if err != nil {
 			return nil, err
 		}
@@ -46,37 +57,23 @@ func openLockService(ctx context.Context, cfg serveConfig, rdb redis.UniversalCl
 		return nil, err
 	}
 	u, _ := url.Parse(cfg.lockURL) // checked
-	var s *lockService
-	switch u.Scheme {
-	case "redis", "rediss":
-		c, err := rediscache.NewClient(cfg.lockURL)
-		if err != nil {
-			return nil, fmt.Errorf("lock-url: %w", err)
+	// Each backend bounds its check that the service answers (5s, as
+	// startTimeout), and PostgreSQL's migration after it is not cut short.
+	s, err := lock.Open(ctx, cfg.lockURL, lock.WithNamespace(cfg.namespace),
+		lock.WithRedisOptions(redisOpt), azlease.WithConnectionString(cfg.azureConnString))
+	if err != nil {
+		if errors.Is(err, lock.ErrInvalidOptions) {
+			return nil, fmt.Errorf("lock-url: %w", err) // the backends' errors never show the URL
 		}
-		b, err := redisBackend(c)
-		if err != nil {
-			_ = c.Close()
-			return nil, err
-		}
-		s = &lockService{backend: b, kind: "redis", ping: func(ctx context.Context) error { return c.Ping(ctx).Err() }, close: func() { _ = c.Close() }}
-	default:
-		var err error
-		if s, err = openOtherLockService(ctx, u, cfg); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("lock service %s at %s does not answer: %w", u.Scheme, redactedHost(u), err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	if err := s.ping(pctx); err != nil {
-		s.close()
-		return nil, fmt.Errorf("lock service %s at %s does not answer: %w", s.kind, redactedHost(u), err)
-	}
-	log.Info("lock service", "kind", s.kind, "at", redactedHost(u))
-	return s, nil
+	log.Info("lock service", "kind", s.Kind, "at", redactedHost(u))
+	return &lockService{backend: s.Backend, kind: s.Kind, ping: s.Ping, close: s.Close}, nil
 }
 
 // checkLockURL refuses a --lock-url that no lock service answers to: not a
-// URL, an unknown scheme, or --lock-replicas with a service that is not Redis.
+// URL, a scheme no imported backend registered, or --lock-replicas with a
+// service that is not Redis.
 func checkLockURL(raw string, replicas int) error {
 	if raw == "" {
 		return nil
@@ -85,10 +82,8 @@ func checkLockURL(raw string, replicas int) error {
 	if err != nil {
 		return fmt.Errorf("lock-url: %w", redactURLError(err))
 	}
-	switch u.Scheme {
-	case "redis", "rediss", "redlock", "postgres", "postgresql", "etcd", "zk", "azblob":
-	default:
-		return fmt.Errorf("lock-url: unknown scheme %q (want %s)", u.Scheme, lockKinds)
+	if schemes := lock.Schemes(); !slices.Contains(schemes, u.Scheme) {
+		return fmt.Errorf("lock-url: unknown scheme %q (want %s://)", u.Scheme, strings.Join(schemes, "://, "))
 	}
 	if replicas > 0 && u.Scheme != "redis" && u.Scheme != "rediss" {
 		return fmt.Errorf("lock-replicas applies to a Redis lock service, not %s://", u.Scheme)

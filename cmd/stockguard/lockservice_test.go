@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stockguard/stockguard/pkg/lock/etcdlock"
 )
 
 // A lock service that does not answer stops the replica at start, with the
@@ -49,5 +53,58 @@ func TestUnreachableLockServiceFailsAtStart(t *testing.T) {
 				t.Fatalf("error %q: want %q, without the password", msg, tc.want)
 			}
 		})
+	}
+}
+
+// An azblob:// --lock-url without a usable AZURE_STORAGE_CONNECTION_STRING
+// stops the replica at start, naming the variable and showing none of it.
+func TestAzblobConnectionStringRequired(t *testing.T) {
+	for name, conn := range map[string]string{
+		"missing":   "",
+		"malformed": "AccountKey=pw-x9q;nonsense",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			vars := map[string]string{
+				"DATABASE_URL":                    "sqlite:" + filepath.Join(t.TempDir(), "x.db"),
+				"STOCKGUARD_LOCK_URL":             "azblob://locks",
+				"STOCKGUARD_ADDR":                 "127.0.0.1:0",
+				"AZURE_STORAGE_CONNECTION_STRING": conn,
+			}
+			err := run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("serve started without a usable connection string")
+			}
+			if msg := err.Error(); !strings.Contains(msg, "AZURE_STORAGE_CONNECTION_STRING") || strings.Contains(msg, "pw-x9q") {
+				t.Fatalf("error %q: want the variable named, nothing of its value", msg)
+			}
+		})
+	}
+}
+
+// etcdLockUsed checks that the hot SKU's locks were taken from the etcd of
+// lockURL: its lock key has a history there (released since, so its first
+// version is read from revision 1 by a watch; the test's etcd never compacts).
+func etcdLockUsed(ctx context.Context, t *testing.T, lockURL string) {
+	t.Helper()
+	cfg, prefix, err := etcdlock.ParseURL(lockURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	select {
+	case resp := <-cli.Watch(wctx, prefix+"lock/HOT", clientv3.WithRev(1)):
+		if resp.Err() != nil || len(resp.Events) == 0 {
+			t.Errorf("no history of the lock key of HOT in etcd (%v): its locks were not taken there", resp.Err())
+		}
+	case <-ctx.Done():
+		t.Errorf("no history of the lock key of HOT in etcd: its locks were not taken there")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,38 +19,20 @@ import (
 	"github.com/stockguard/stockguard/pkg/lock"
 )
 
-// NewClient returns a client for a REDIS_URL: a single server
-// (redis://host:6379/0), a Sentinel group (redis://sentinel1:26379?master_name=m
-// &addr=sentinel2:26379) or a Cluster seed list (redis://node1:6379?addr=node2:6379).
-// Context deadlines are honoured, so that a stalled Redis cannot hold a request.
+// NewClient returns a client for a REDIS_URL, of the forms of
+// lock.NewRedisClient (one server, a Sentinel group or a Cluster seed list),
+// with context deadlines honoured so that a stalled Redis cannot hold a
+// request. A Cluster client also reloads its slot map whenever a command fails
+// without a Redis reply (see reloadOnFailure).
 func NewClient(rawURL string) (redis.UniversalClient, error) {
-	u, err := url.Parse(rawURL)
+	c, err := lock.NewRedisClient(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
-	q := u.Query()
-	switch {
-	case q.Has("master_name"):
-		opt, err := redis.ParseFailoverURL(rawURL)
-		if err != nil {
-			return nil, fmt.Errorf("redis sentinel url: %w", err)
-		}
-		opt.ContextTimeoutEnabled = true
-		return redis.NewFailoverClient(opt), nil
-	case q.Has("addr"):
-		opt, err := redis.ParseClusterURL(rawURL)
-		if err != nil {
-			return nil, fmt.Errorf("redis cluster url: %w", err)
-		}
-		return newClusterClient(opt), nil
-	default:
-		opt, err := redis.ParseURL(rawURL)
-		if err != nil {
-			return nil, fmt.Errorf("redis url: %w", err)
-		}
-		opt.ContextTimeoutEnabled = true
-		return redis.NewClient(opt), nil
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		reloadsOnFailure(cc)
 	}
+	return c, nil
 }
 
 // CheckURL reports what is wrong with a Redis URL of NewClient's forms,
@@ -68,7 +49,11 @@ func CheckURL(rawURL string) error {
 // reloads its slot map whenever a command fails without a Redis reply.
 func newClusterClient(opt *redis.ClusterOptions) *redis.ClusterClient {
 	opt.ContextTimeoutEnabled = true
-	c := redis.NewClusterClient(opt)
+	return reloadsOnFailure(redis.NewClusterClient(opt))
+}
+
+// reloadsOnFailure adds reloadOnFailure to c and returns it.
+func reloadsOnFailure(c *redis.ClusterClient) *redis.ClusterClient {
 	c.AddHook(reloadOnFailure{c})
 	return c
 }

@@ -4,7 +4,9 @@
 // standalone, Sentinel or Cluster Redis; New is the shortcut); Redlock,
 // PostgreSQL, etcd, ZooKeeper and Azure blob leases in the sub-packages
 // (redlock, pglock, etcdlock, zklock, azlease), each checked by the same
-// conformance suite (locktest). A Backend only leases resources, issues their
+// conformance suite (locktest). Open opens one by URL, as database/sql opens a
+// database: each backend's package registers its schemes (Register) when
+// imported, so a program links only the backends it imports. A Backend only leases resources, issues their
 // fencing tokens and, if it can, announces releases; the Client adds, the same
 // for every Backend, what a library such as bsm/redislock leaves to its users
 // on purpose:

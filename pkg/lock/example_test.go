@@ -108,3 +108,33 @@ func ExampleKeys() {
 	fmt.Println(k.Lock("A-1"), k.Fence("A-1"), k.Channel())
 	// Output: {sku:A-1}:lock {sku:A-1}:fence sku:lock:released
 }
+
+func ExampleOpen() {
+	mr, err := miniredis.Run() // an embedded Redis; use your own server in real code
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+
+	// The scheme picks the backend: redis:// is pkg/lock's own; a program
+	// imports the others' packages (pglock, etcdlock, ...) to register theirs.
+	svc, err := lock.Open(ctx, "redis://"+mr.Addr()+"/0", lock.WithNamespace("sku"))
+	if err != nil {
+		panic(err)
+	}
+	defer svc.Close()
+	locks, err := lock.NewClient(svc.Backend, &lock.Options{TTL: 5 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = locks.Close() }()
+	err = locks.Do(ctx, []string{"A-1"}, func(context.Context, *lock.Grant) error { return nil })
+	fmt.Println(svc.Kind, "lock taken:", err == nil)
+
+	_, err = lock.Open(ctx, "memcache://127.0.0.1:11211")
+	fmt.Println("memcache:", errors.Is(err, lock.ErrInvalidOptions))
+	// Output:
+	// redis lock taken: true
+	// memcache: true
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -142,4 +143,43 @@ func errorCode(err error) error {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
 	}
 	return err
+}
+
+// Importing the package registers azblob:// with lock.Open.
+func init() { lock.Register("azblob", open) }
+
+// openTimeout bounds open's creation of the container (its check that the
+// account answers) when ctx has a later deadline.
+const openTimeout = 5 * time.Second
+
+// connStringKey is the lock.Settings key of WithConnectionString.
+type connStringKey struct{}
+
+// WithConnectionString gives lock.Open the storage account of an azblob://
+// URL; without it, the account is ConnectionStringEnv's, read when Open runs.
+// An empty connString is refused, not replaced by the environment's.
+func WithConnectionString(connString string) lock.Option {
+	return lock.WithValue(connStringKey{}, connString)
+}
+
+// open is the lock.Opener of azblob:// URLs: Open on the account of
+// WithConnectionString (or ConnectionStringEnv), within ctx and 5s at most,
+// with the blobs named <namespace>/<name> when the URL names no prefix and
+// the Settings name a Namespace (as Redis's keys are per namespace).
+func open(ctx context.Context, rawURL string, s *lock.Settings) (*lock.Service, error) {
+	connString := os.Getenv(ConnectionStringEnv)
+	if v, ok := s.Value(connStringKey{}); ok {
+		connString, _ = v.(string) // only WithConnectionString sets the key
+	}
+	var opt *Options
+	if u, err := url.Parse(rawURL); err == nil && strings.Trim(u.Path, "/") == "" && s.Namespace != "" {
+		opt = &Options{Prefix: s.Namespace + "/"}
+	}
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	b, closeIdle, err := Open(octx, rawURL, connString, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &lock.Service{Backend: b, Kind: "azblob", Ping: b.Ping, Close: closeIdle}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stockguard/stockguard/pkg/lock"
 )
 
 // Limits of the pool Open makes. A lock call is one short statement; a few
@@ -67,4 +69,23 @@ func Open(ctx context.Context, url string, opt *Options) (*Backend, func(), erro
 		return nil, nil, err
 	}
 	return b, pool.Close, nil
+}
+
+// Importing the package registers postgres:// and postgresql:// with
+// lock.Open.
+func init() {
+	lock.Register("postgres", open)
+	lock.Register("postgresql", open)
+}
+
+// open is the lock.Opener of postgres:// URLs: Open with the default Options.
+// The Settings' Namespace is not used: one table per database holds every
+// resource, as Open's callers have always had it. The check that PostgreSQL answers is bounded
+// by ctx and the URL's connect_timeout (5s by default), as Open's is.
+func open(ctx context.Context, rawURL string, _ *lock.Settings) (*lock.Service, error) {
+	b, closePool, err := Open(ctx, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &lock.Service{Backend: b, Kind: "postgres", Ping: b.Ping, Close: closePool}, nil
 }

@@ -95,3 +95,21 @@ func (b *Backend) waitSession(ctx context.Context) error {
 		}
 	}
 }
+
+// Importing the package registers zk:// with lock.Open.
+func init() { lock.Register("zk", open) }
+
+// open is the lock.Opener of zk:// URLs: Open, with the nodes under
+// <chroot>/stockguard/<namespace> when the Settings name a Namespace (as
+// Redis's keys are per namespace), else under <chroot>DefaultRoot.
+func open(ctx context.Context, rawURL string, s *lock.Settings) (*lock.Service, error) {
+	var opt *Options
+	if s.Namespace != "" {
+		opt = &Options{Root: "/stockguard/" + s.Namespace}
+	}
+	b, err := Open(ctx, rawURL, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &lock.Service{Backend: b, Kind: "zk", Ping: b.Ping, Close: b.Close}, nil
+}
