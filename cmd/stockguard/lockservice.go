@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/azlease"
+
 	// The lock services --lock-url may name, besides Redis (pkg/lock's own):
 	// each registers its schemes with lock.Open.
 	_ "github.com/stockguard/stockguard/pkg/lock/etcdlock"

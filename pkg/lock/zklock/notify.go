@@ -69,7 +69,7 @@ func (b *Backend) watch(ctx context.Context, name, path string) {
 		defer func() { b.mu.Lock(); delete(b.watching, path); b.mu.Unlock() }()
 		ctx, cancel := context.WithTimeout(bg, watchFor)
 		defer cancel()
-		defer context.AfterFunc(b.closing, cancel)()
+		defer context.AfterFunc(b.closing, cancel)() //nolint:contextcheck // b.closing is the Backend's lifetime: Close ends the watch too
 		ws, err := b.openWatchSession()
 		if err != nil {
 			b.log.Warn("zookeeper watch session", "err", err)
