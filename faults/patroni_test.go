@@ -164,12 +164,21 @@ func (c *cluster) failPrimary(load *loadRun, book *holdBook, kind string) (prima
 		}
 		defer func() { _ = held.Close(context.Background()) }()
 	}
-	t0 := time.Now()
+	// t0 is the fault's time: once every process of the old primary got its
+	// signal (Kill waits for them to die), so that no request sent after it
+	// can commit there; a commit the old primary made while the signals went
+	// out counted as a decision "after the fault" in a CI run. A switchover's
+	// is when it was asked for. begun is when the fault began: holds due
+	// from then on may be swept late.
+	begun := time.Now()
+	t0 := begun
 	switch kind {
 	case "kill":
 		old.Kill()
+		t0 = time.Now()
 	case "stop":
 		old.Stop()
+		t0 = time.Now()
 	case "switchover":
 		standby, err := p.SyncStandby(ctx)
 		if err != nil {
@@ -217,7 +226,7 @@ func (c *cluster) failPrimary(load *loadRun, book *holdBook, kind string) (prima
 	f.errors5xx = c.lb.errors5xx(anyReplica) - fivexx
 	f.unknown = c.lb.outcomesUnknown() + bookUnknown(book) - unknown
 	f.orders, f.holds = len(c.lb.ackedIDs())-ackedBefore, bookHolds(book)-holdsBefore
-	return f, outage{from: t0, to: t0.Add(f.recovery)}
+	return f, outage{from: begun, to: t0.Add(f.recovery)}
 }
 
 // bookHolds is how many holds b's clients were answered 201.
