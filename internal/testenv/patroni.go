@@ -669,6 +669,45 @@ func (p *Patroni) WaitHealthy(ctx context.Context) error {
 	return nil
 }
 
+// Stuck lists the members that neither run (the leader) nor stream from it,
+// by name: one starting up as a standby that cannot reach a consistent state,
+// say.
+func (p *Patroni) Stuck(ctx context.Context) ([]string, error) {
+	c, err := p.cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, m := range c.Members {
+		seen[m.Name] = true
+		if m.State != "running" && m.State != "streaming" {
+			names = append(names, m.Name)
+		}
+	}
+	for _, m := range p.Members {
+		if !seen[m.Name] {
+			names = append(names, m.Name)
+		}
+	}
+	return names, nil
+}
+
+// Reinitialize asks the member named name to be cloned from the leader
+// again (Patroni's POST /reinitialize, what patronictl reinit does): the
+// operator's remedy for a replica that cannot rejoin by itself. It does not
+// wait for the clone.
+func (p *Patroni) Reinitialize(ctx context.Context, name string) error {
+	m := p.member(name)
+	if m == nil {
+		return fmt.Errorf("patroni: no member %s", name)
+	}
+	if err := m.rest(ctx, http.MethodPost, "/reinitialize", map[string]bool{"force": true}, nil); err != nil {
+		return fmt.Errorf("patroni: reinitialize %s: %w", name, err)
+	}
+	return nil
+}
+
 // WaitLeader waits, within ctx, until Patroni has a running leader other than
 // the member named not (any leader when not is ""), with a synchronous
 // standby, and that leader commits a write (which the strict synchronous mode
