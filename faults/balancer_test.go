@@ -218,26 +218,24 @@ func (b *balancer) decisionCount(keep func(idx int) bool) int {
 // firstDecision returns the earliest decision after t by a replica accepted by
 // keep.
 func (b *balancer) firstDecision(after time.Time, keep func(idx int) bool) (time.Time, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var first time.Time
-	for _, d := range b.decisions {
-		if d.at.After(after) && keep(d.replica) && (first.IsZero() || d.at.Before(first)) {
-			first = d.at
-		}
-	}
-	return first, !first.IsZero()
+	return b.earliest(keep, func(d decision) bool { return d.at.After(after) })
 }
 
 // firstDecisionBegun returns the earliest decision by a replica accepted by
 // keep on a request the balancer got after t: unlike firstDecision, never a
 // commit that was on its way before t and answered just after it.
 func (b *balancer) firstDecisionBegun(after time.Time, keep func(idx int) bool) (time.Time, bool) {
+	return b.earliest(keep, func(d decision) bool { return d.began.After(after) })
+}
+
+// earliest is the time of the earliest decision that in accepts, by a replica
+// accepted by keep.
+func (b *balancer) earliest(keep func(idx int) bool, in func(decision) bool) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var first time.Time
 	for _, d := range b.decisions {
-		if d.began.After(after) && keep(d.replica) && (first.IsZero() || d.at.Before(first)) {
+		if in(d) && keep(d.replica) && (first.IsZero() || d.at.Before(first)) {
 			first = d.at
 		}
 	}

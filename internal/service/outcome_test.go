@@ -48,24 +48,24 @@ func newLostWorld(t *testing.T, strategy orders.Strategy) *lostWorld {
 // post sends a POST with the Idempotency-Key key (none when empty).
 func (lw *lostWorld) post(t *testing.T, path, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	rec := httptest.NewRecorder()
-	lw.h.ServeHTTP(rec, req)
-	return rec
+	return lw.send(t, path, key, body, false)
 }
 
 // adminPost is post with the admin token.
 func (lw *lostWorld) adminPost(t *testing.T, path, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
+	return lw.send(t, path, key, body, true)
+}
+
+func (lw *lostWorld) send(t *testing.T, path, key, body string, admin bool) *httptest.ResponseRecorder {
+	t.Helper()
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer t")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if admin {
+		req.Header.Set("Authorization", "Bearer t")
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
