@@ -68,6 +68,10 @@ lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).
 mocks: ## Regenerate the mockery mocks (settings and packages in .mockery.yml).
 	@if grep -q '^packages: {}' .mockery.yml; then echo "mocks: no packages listed in .mockery.yml"; else $(MOCKERY); fi
 
+.PHONY: diagram
+diagram: ## Render the README's architecture picture, docs/architecture.svg, from docs/architecture.txt (a test fails when they differ).
+	$(GO) run ./scripts/diagram -in docs/architecture.txt -out docs/architecture.svg
+
 .PHONY: fmt
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
