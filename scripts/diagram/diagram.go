@@ -433,22 +433,42 @@ func (d *diagram) check() error {
 	return nil
 }
 
-// node is what an arrow joins: its outer rect (where the line starts or ends)
-// and its inner one (what the line is centred on).
-type node struct{ outer, inner rect }
+// node is what an arrow joins: its outer rect (where the line starts or ends),
+// its inner one (what the line is centred on), and the frame its label is
+// centred from: the group around a box that the arrow leaves, so that the
+// labels of arrows crossing the same gap are level.
+type node struct{ outer, inner, frame rect }
 
 func (d *diagram) find(id string) *node {
 	for _, b := range d.boxes {
 		if b.id == id {
-			return &node{outer: b.r, inner: b.r}
+			return &node{outer: b.r, inner: b.r, frame: b.r}
 		}
 	}
 	for _, g := range d.groups {
 		if g.id == id {
-			return &node{outer: g.r, inner: g.inner}
+			return &node{outer: g.r, inner: g.inner, frame: g.r}
 		}
 	}
 	return nil
+}
+
+// ends is an arrow's two nodes, each framed by the group around it that does
+// not hold the other end.
+func (d *diagram) ends(a *arrow) (from, to *node) {
+	from, to = d.find(a.from), d.find(a.to)
+	for _, g := range d.groups {
+		in := func(id string) bool {
+			return id == g.id || slices.ContainsFunc(g.members, func(b *box) bool { return b.id == id })
+		}
+		switch {
+		case in(a.from) && !in(a.to) && a.from != g.id:
+			from.frame = g.r
+		case in(a.to) && !in(a.from) && a.to != g.id:
+			to.frame = g.r
+		}
+	}
+	return from, to
 }
 
 // rows is the rows a box or group occupies: first and last.
@@ -571,14 +591,22 @@ func route(a *arrow, from, to *node) (pts [][2]float64, lx, ly float64) {
 		if t.bottom() <= f.y {
 			y0, y1 = f.y, t.bottom()
 		}
-		return [][2]float64{{x, y0}, {x, y1}}, x, (y0 + y1) / 2
+		ly := (from.frame.bottom() + to.frame.y) / 2
+		if t.bottom() <= f.y {
+			ly = (from.frame.y + to.frame.bottom()) / 2
+		}
+		return [][2]float64{{x, y0}, {x, y1}}, x, ly
 	case ylo < yhi && (f.right() <= t.x || t.right() <= f.x): // side by side
 		y := ylo + a.at*(yhi-ylo)
 		x0, x1 := f.right(), t.x
 		if t.right() <= f.x {
 			x0, x1 = f.x, t.right()
 		}
-		return [][2]float64{{x0, y}, {x1, y}}, (x0 + x1) / 2, y - arrowLine
+		lx := (from.frame.right() + to.frame.x) / 2
+		if t.right() <= f.x {
+			lx = (from.frame.x + to.frame.right()) / 2
+		}
+		return [][2]float64{{x0, y}, {x1, y}}, lx, y - arrowLine
 	default: // an elbow: down or up from the source, then across into the target's side
 		x := fi.x + a.at*fi.w
 		y0 := f.bottom()
@@ -649,7 +677,8 @@ text { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neu
 	// The arrows over the frames and boxes, their labels over the arrows.
 	var labels strings.Builder
 	for _, a := range d.arrows {
-		pts, lx, ly := route(a, d.find(a.from), d.find(a.to))
+		from, to := d.ends(a)
+		pts, lx, ly := route(a, from, to)
 		var path strings.Builder
 		for i, pt := range pts {
 			if i == 0 {
