@@ -235,7 +235,7 @@ func options(toks []token) (map[string]string, []token, error) {
 	return opts, rest, nil
 }
 
-func positive(opts map[string]string, key string) (int, error) {
+func whole(opts map[string]string, key string) (int, error) {
 	v, ok := opts[key]
 	if !ok {
 		return 0, fmt.Errorf("%s= is missing", key)
@@ -267,10 +267,10 @@ func (d *diagram) parseCanvas(toks []token) error {
 	if err := noOtherOptions(opts, "width", "columns"); err != nil {
 		return err
 	}
-	if d.width, err = positive(opts, "width"); err != nil {
+	if d.width, err = whole(opts, "width"); err != nil {
 		return err
 	}
-	if d.columns, err = positive(opts, "columns"); err != nil {
+	if d.columns, err = whole(opts, "columns"); err != nil {
 		return err
 	}
 	if d.width < 200 || d.columns < 1 {
@@ -305,7 +305,7 @@ func parseBox(toks []token, line int) (*box, error) {
 	if err := noOtherOptions(opts, "row", "col", "colour"); err != nil {
 		return nil, err
 	}
-	if b.row, err = positive(opts, "row"); err != nil {
+	if b.row, err = whole(opts, "row"); err != nil {
 		return nil, err
 	}
 	col, ok := opts["col"]
