@@ -120,13 +120,12 @@ type token struct {
 func tokenize(line string) ([]token, error) {
 	var toks []token
 	for i := 0; i < len(line); {
-		c := line[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\r':
+		switch line[i] {
+		case ' ', '\t', '\r':
 			i++
-		case c == '#':
+		case '#':
 			return toks, nil
-		case c == '"':
+		case '"':
 			var b strings.Builder
 			i++
 			for {
