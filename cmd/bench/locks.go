@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -74,32 +73,14 @@ func measureLocks(ctx context.Context, o options, bins topology.Binaries, db *go
 		switch name {
 		case "redis":
 			env = []string{"STOCKGUARD_LOCK_URL="} // the cache's Redis, as an empty --lock-url is
-		case "redlock":
-			u, stopServers, err := b.startRedlock(ctx, o.requireReal)
-			if err != nil {
-				return nil, err
-			}
-			if stopServers == nil {
-				s.NotRun = u
-				break
-			}
-			env, stop = []string{"STOCKGUARD_LOCK_URL=" + u}, stopServers
-			for _, c := range b.redlock {
-				if pid := redisPid(ctx, "/proc", c); pid > 0 {
-					b.pids[name] = append(b.pids[name], pid)
-				}
-			}
 		case "postgres":
 			env = []string{"STOCKGUARD_LOCK_URL=" + o.databaseURL}
-		default: // a private server of its own: etcd, zk, azblob
-			e, pid, stopServer, why, err := startLockServer(ctx, name, o.requireReal, log)
+		default: // private servers of its own: redlock, etcd, zk, azblob
+			e, stopServers, why, err := b.startLockServers(ctx, name, o.requireReal)
 			if err != nil {
 				return nil, err
 			}
-			if pid > 0 {
-				b.pids[name] = []int{pid}
-			}
-			s.NotRun, env, stop = why, e, stopServer
+			s.NotRun, env, stop = why, e, stopServers
 		}
 		if stop != nil {
 			stop = sync.OnceFunc(stop)
@@ -234,35 +215,6 @@ func (b *locksBench) lockCommands(ctx context.Context, name string) (int64, erro
 		n += k
 	}
 	return n, nil
-}
-
-// startRedlock starts three private redis-servers and returns their
-// redlock:// URL and how to stop them. Without redis-server on the PATH it
-// returns why Redlock is not run and a nil stop, or an error when require.
-func (b *locksBench) startRedlock(ctx context.Context, require bool) (string, func(), error) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if require {
-			return "", nil, errors.New("locks: STOCKGUARD_TEST_REQUIRE_REAL=1 but no redis-server is on the PATH for Redlock's three servers")
-		}
-		return "no redis-server on the PATH (Redlock's three servers are started from it)", nil, nil
-	}
-	addrs, stopServers, err := topology.StartRedisServers(ctx, path, 3)
-	if err != nil {
-		return "", nil, fmt.Errorf("redlock: %w", err)
-	}
-	for _, addr := range addrs {
-		b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: addr}))
-	}
-	stopAll := func() {
-		for _, c := range b.redlock {
-			_ = c.Close()
-		}
-		b.redlock = nil
-		stopServers()
-	}
-	b.log.Info("locks: started three private redis-servers for Redlock", "addrs", addrs)
-	return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil
 }
 
 // probeLockService starts one replica with env and stops it once it listens.

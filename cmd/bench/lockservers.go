@@ -4,47 +4,58 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 )
 
-// startLockServer starts the private server of lock service name (etcd, zk or
-// azblob) and returns the replicas' environment for it and how to stop it.
-// pid is the server's process, for its CPU time. When the server is not installed it returns why instead (notRun), or an
-// error when require.
-func startLockServer(ctx context.Context, name string, require bool, log *slog.Logger) (env []string, pid int, stop func(), notRun string, err error) {
+// benchLockPaths are the path of each privately served lock service's URL:
+// Redlock's database, none for etcd and ZooKeeper (keys under each cluster's
+// namespace), azblob's container (blobs under each cluster's namespace).
+var benchLockPaths = map[string]string{"redlock": "0", "etcd": "", "zk": "", "azblob": "bench-locks"}
+
+// startLockServers starts the private servers of lock service name (redlock,
+// etcd, zk or azblob: lockserver.StartService) and returns the replicas'
+// environment for it and how to stop it; their processes go to b.pids, for
+// their CPU time, and Redlock's masters get a client each in b.redlock. When a
+// server is not installed it returns why instead (notRun), or an error when
+// require.
+func (b *locksBench) startLockServers(ctx context.Context, name string, require bool) (env []string, stop func(), notRun string, err error) {
+	path, ok := benchLockPaths[name]
+	if !ok {
+		return nil, nil, "", fmt.Errorf("locks: no server to start for %q", name)
+	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	var srv *lockserver.Server
-	switch name {
-	case "etcd":
-		if srv, err = lockserver.StartEtcd(sctx, ""); err == nil {
-			env = []string{"STOCKGUARD_LOCK_URL=etcd://" + srv.Addr} // keys under each cluster's namespace
-		}
-	case "zk":
-		if srv, err = lockserver.StartZooKeeper(sctx, ""); err == nil {
-			env = []string{"STOCKGUARD_LOCK_URL=zk://" + srv.Addr}
-		}
-	case "azblob":
-		var az *lockserver.AzuriteServer
-		if az, err = lockserver.StartAzurite(sctx, ""); err == nil {
-			srv = az.Server // blobs under each cluster's namespace, in one container
-			env = []string{"STOCKGUARD_LOCK_URL=azblob://bench-locks", "AZURE_STORAGE_CONNECTION_STRING=" + az.ConnectionString}
-		}
-	default:
-		return nil, 0, nil, "", fmt.Errorf("locks: no server to start for %q", name)
-	}
+	s, err := lockserver.StartService(sctx, name, "")
 	if errors.Is(err, lockserver.ErrNotInstalled) && !require {
-		return nil, 0, nil, err.Error(), nil
+		return nil, nil, err.Error(), nil
 	}
 	if err != nil {
-		return nil, 0, nil, "", fmt.Errorf("locks: %s: %w", name, err)
+		return nil, nil, "", fmt.Errorf("locks: %s: %w", name, err)
 	}
-	log.Info("locks: started a private server", "lock_service", name, "addr", srv.Addr)
-	return env, srv.Pid(), func() { _ = srv.Close() }, "", nil
+	var addrs []string
+	for _, srv := range s.Servers {
+		addrs = append(addrs, srv.Addr)
+		if pid := srv.Pid(); pid > 0 {
+			b.pids[name] = append(b.pids[name], pid)
+		}
+		if name == "redlock" {
+			b.redlock = append(b.redlock, redis.NewClient(&redis.Options{Addr: srv.Addr}))
+		}
+	}
+	b.log.Info("locks: started private servers", "lock_service", name, "addrs", addrs)
+	stop = func() {
+		for _, c := range b.redlock {
+			_ = c.Close()
+		}
+		b.redlock = nil
+		_ = s.Close()
+	}
+	return append([]string{"STOCKGUARD_LOCK_URL=" + s.URL(path)}, s.Env...), stop, "", nil
 }
 
 // lockURLOf is the STOCKGUARD_LOCK_URL of env, "" when it has none.

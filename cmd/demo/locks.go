@@ -6,105 +6,78 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/topology"
-	"github.com/stockguard/stockguard/pkg/lock/azlease"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 )
 
 // startLockService returns the replicas' STOCKGUARD_LOCK_URL for -lock kind:
-// empty for redis (the cache's Redis), three private redis-servers for redlock,
-// the database itself for postgres, a private etcd, ZooKeeper or Azurite for
-// etcd, zk and azblob.
+// empty for redis (the cache's Redis), the database itself for postgres, and
+// for the others the private servers lockserver.StartService starts for the
+// scheme (three redis-servers for redlock, an etcd, a ZooKeeper or an Azurite
+// for etcd, zk and azblob).
 func startLockService(ctx context.Context, kind, databaseURL string, log *slog.Logger) (string, func(), error) {
 	switch kind {
 	case "redis":
 		return "", func() {}, nil
-	case "redlock":
-		path, err := exec.LookPath("redis-server")
-		if err != nil {
-			return "", nil, errors.New("-lock redlock starts three redis-servers: none is on the PATH")
-		}
-		addrs, stopAll, err := topology.StartRedisServers(ctx, path, 3)
-		if err != nil {
-			return "", nil, err
-		}
-		log.Info("started three private redis-servers for Redlock", "addrs", addrs)
-		return "redlock://" + strings.Join(addrs, ",") + "/0", stopAll, nil
 	case "postgres":
 		if !strings.HasPrefix(databaseURL, "postgres://") && !strings.HasPrefix(databaseURL, "postgresql://") {
 			return "", nil, errors.New("-lock postgres takes its locks in the PostgreSQL of DATABASE_URL: set DATABASE_URL to a postgres:// URL")
 		}
 		return databaseURL, func() {}, nil
-	case "etcd":
-		return startEtcdLockService(ctx, log)
-	case "zk":
-		return startZooKeeper(ctx, log)
-	case "azblob":
-		return startAzurite(ctx, log)
-	default:
-		return "", nil, fmt.Errorf("-lock %q: want redis, redlock, postgres, etcd, zk or azblob", kind)
 	}
-}
-
-// startEtcdLockService starts a private etcd (from the PATH) for -lock etcd and
-// returns its --lock-url and the function that stops it and removes its data.
-func startEtcdLockService(ctx context.Context, log *slog.Logger) (string, func(), error) {
-	s, err := lockserver.StartEtcd(ctx, "")
-	if errors.Is(err, lockserver.ErrNotInstalled) {
-		return "", nil, errors.New("-lock etcd starts a private etcd: no etcd is on the PATH (Debian: apt-get install etcd-server)")
+	path, ok := demoLockPaths[kind]
+	if !ok {
+		return "", nil, fmt.Errorf("-lock %q: want redis, postgres or one of %s", kind, strings.Join(lockserver.Schemes(), ", "))
 	}
-	if err != nil {
-		return "", nil, fmt.Errorf("-lock etcd: %w", err)
-	}
-	log.Info("started a private etcd for the locks", "addr", s.Addr, "dir", s.Dir)
-	return "etcd://" + s.Addr + "/stockguard-demo", func() { _ = s.Close() }, nil
-}
-
-// startZooKeeper starts a private ZooKeeper for -lock zk and returns its
-// --lock-url and a function that stops it and removes its directory.
-func startZooKeeper(ctx context.Context, log *slog.Logger) (string, func(), error) {
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, time.Minute) // a JVM on a loaded machine takes seconds
 	defer cancel()
-	s, err := lockserver.StartZooKeeper(sctx, "")
-	if errors.Is(err, lockserver.ErrNotInstalled) {
-		return "", nil, fmt.Errorf("-lock zk starts a private ZooKeeper, which needs java and ZooKeeper's jars (a distribution's zookeeper package, or ZOOKEEPER_HOME): %w", err)
-	}
+	s, err := lockserver.StartService(sctx, kind, "")
 	if err != nil {
-		return "", nil, fmt.Errorf("-lock zk: %w", err)
+		return "", nil, fmt.Errorf("-lock %s starts private servers: %w", kind, err)
 	}
-	log.Info("started a private ZooKeeper", "addr", s.Addr)
-	return "zk://" + s.Addr, func() { _ = s.Close() }, nil
+	restore, err := setEnv(s.Env)
+	if err != nil {
+		_ = s.Close()
+		return "", nil, err
+	}
+	addrs := make([]string, len(s.Servers))
+	for i, srv := range s.Servers {
+		addrs[i] = srv.Addr
+	}
+	log.Info("started private servers for the locks", "lock", kind, "addrs", addrs)
+	return s.URL(path), func() { restore(); _ = s.Close() }, nil
 }
 
-// startAzurite starts a private Azurite for -lock azblob and sets
-// AZURE_STORAGE_CONNECTION_STRING to its account in this process's
-// environment, which the replicas inherit; stop ends Azurite, removes its
-// directory and puts the variable back.
-func startAzurite(ctx context.Context, log *slog.Logger) (string, func(), error) {
-	s, err := lockserver.StartAzurite(ctx, "")
-	if errors.Is(err, lockserver.ErrNotInstalled) {
-		return "", nil, fmt.Errorf("-lock azblob starts a private Azurite: %w", err)
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	old, had := os.LookupEnv(azlease.ConnectionStringEnv)
-	if err := os.Setenv(azlease.ConnectionStringEnv, s.ConnectionString); err != nil {
-		_ = s.Close()
-		return "", nil, err
-	}
-	log.Info("started a private Azurite for the Azure blob lease locks", "addr", s.Addr)
-	stop := func() {
-		if had {
-			_ = os.Setenv(azlease.ConnectionStringEnv, old)
-		} else {
-			_ = os.Unsetenv(azlease.ConnectionStringEnv)
+// demoLockPaths are the path of each lock service's URL: Redlock's database,
+// etcd's key prefix, none for ZooKeeper (no chroot), azblob's container and
+// blob prefix.
+var demoLockPaths = map[string]string{"redlock": "0", "etcd": "stockguard-demo", "zk": "", "azblob": "stockguard-demo/sku/"}
+
+// setEnv sets the KEY=value pairs of env in this process's environment, which
+// the replicas inherit (azblob's account), and returns what puts them back.
+func setEnv(env []string) (restore func(), err error) {
+	var undo []func()
+	restore = func() {
+		for _, u := range undo {
+			u()
 		}
-		_ = s.Close()
 	}
-	return "azblob://stockguard-demo/sku/", stop, nil
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		old, had := os.LookupEnv(k)
+		if err := os.Setenv(k, v); err != nil {
+			restore()
+			return nil, err
+		}
+		undo = append(undo, func() {
+			if had {
+				_ = os.Setenv(k, old)
+			} else {
+				_ = os.Unsetenv(k)
+			}
+		})
+	}
+	return restore, nil
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/stockguard/stockguard/internal/embedredis"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/topology"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 )
 
 func main() {
@@ -417,13 +418,15 @@ func startRedis(ctx context.Context, url string, log *slog.Logger) (string, func
 	if url != "" {
 		return url, func() {}, nil
 	}
-	if path, err := exec.LookPath("redis-server"); err == nil {
-		addr, stop, err := topology.StartRedisServer(ctx, path)
-		if err != nil {
-			return "", nil, err
-		}
-		log.Info("started a private redis-server", "addr", addr)
-		return "redis://" + addr + "/0", stop, nil
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	s, err := lockserver.StartRedis(sctx, "", lockserver.RedisOptions{})
+	if err == nil {
+		log.Info("started a private redis-server", "addr", s.Addr)
+		return "redis://" + s.Addr + "/0", func() { _ = s.Close() }, nil
+	}
+	if !errors.Is(err, lockserver.ErrNotInstalled) {
+		return "", nil, err
 	}
 	addr, stop, err := embedredis.Start()
 	if err != nil {

@@ -173,7 +173,7 @@ func StartPatroni(t testing.TB) *Patroni {
 		host := "127.0.0." + strconv.Itoa(2+i)
 		m := &PatroniMember{
 			Name: fmt.Sprintf("pg%d", i+1), Host: host, t: t, cred: cred,
-			Port: freePortOn(t, host), RESTPort: freePortOn(t, host),
+			Port: lockservertest.FreePortOn(t, host), RESTPort: lockservertest.FreePortOn(t, host),
 		}
 		m.dir = filepath.Join(root, m.Name)
 		m.config = filepath.Join(m.dir, "patroni.json")
@@ -786,17 +786,6 @@ func exec1(ctx context.Context, url, sql string) error {
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	_, err = conn.Exec(ctx, sql)
 	return err
-}
-
-// freePortOn is a TCP port nothing listens on at host now.
-func freePortOn(t testing.TB, host string) int {
-	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatalf("free port on %s: %v", host, err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // tail is the last n lines of a file.

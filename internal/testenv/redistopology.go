@@ -6,18 +6,17 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
 // The replicated topologies: a Sentinel group (StartSentinelGroup) and a Redis
@@ -26,105 +25,45 @@ import (
 // waited for by polling a condition with a deadline, never by sleeping.
 
 // RedisNode is one redis-server process of a topology (a data node or a
-// sentinel). Kill, Stop and Cont send it SIGKILL, SIGSTOP and SIGCONT.
+// sentinel), started by lockservertest.RedisWith: Kill, Stop and Cont send it
+// SIGKILL, SIGSTOP and SIGCONT.
 type RedisNode struct {
-	Addr string
+	*lockserver.Server
 	Port int
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
-// Kill ends the node at once (SIGKILL), losing what it had in memory, and waits
-// for the process to be gone. Killing a dead node does nothing.
-func (n *RedisNode) Kill() {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
+// startNode starts a node as opt says (a free loopback port, a directory of its
+// own) and kills it when the test ends.
+func startNode(t testing.TB, opt lockserver.RedisOptions) *RedisNode {
+	t.Helper()
+	s := lockservertest.RedisWith(t, opt)
+	_, port, err := net.SplitHostPort(s.Addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies on SIGKILL too; its wait must not hang
-	_ = cmd.Process.Kill()
-	<-done
+	n := &RedisNode{Server: s.Server}
+	if n.Port, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // Stop freezes the node (SIGSTOP): its connections stay open, nothing answers.
-func (n *RedisNode) Stop() error { return n.signal(syscall.SIGSTOP) }
-
-// Cont continues a stopped node (SIGCONT).
-func (n *RedisNode) Cont() error { return n.signal(syscall.SIGCONT) }
-
-func (n *RedisNode) signal(s syscall.Signal) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
+func (n *RedisNode) Stop() error {
+	if !n.Alive() {
 		return fmt.Errorf("redis node %s: not running", n.Addr)
 	}
-	return n.cmd.Process.Signal(s)
+	n.Pause()
+	return nil
 }
 
-// startOwn starts a node with start and waits until it answers as itself. A port
-// found free can be taken by another process (another test's node) before the
-// node binds it: the node then exits, or another server answers on it. Such a
-// node is started again, on the ports start picks next, up to three times.
-func startOwn(t testing.TB, start func() *RedisNode) *RedisNode {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		n := start()
-		err := n.waitOwn(t, 10*time.Second)
-		if err == nil {
-			return n
-		}
-		n.Kill()
-		if attempt == 3 {
-			t.Fatalf("%s: %v", n, err)
-		}
+// Cont continues a stopped node (SIGCONT).
+func (n *RedisNode) Cont() error {
+	if !n.Alive() {
+		return fmt.Errorf("redis node %s: not running", n.Addr)
 	}
-}
-
-// waitOwn waits (at most within) until the node answers as this process: the
-// server on its port reports the process's pid. It fails at once when the
-// process exited (its port was taken).
-func (n *RedisNode) waitOwn(t testing.TB, within time.Duration) error {
-	n.mu.Lock()
-	pid := n.cmd.Process.Pid
-	n.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: time.Second})
-	defer func() { _ = c.Close() }()
-	var last error
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); {
-		if !n.Alive() {
-			return errors.New("redis-server exited: its port was taken")
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		info, err := c.Info(ctx, "server").Result()
-		cancel()
-		switch {
-		case err != nil:
-			last = err
-		case infoField(info, "process_id") != strconv.Itoa(pid):
-			return fmt.Errorf("another server (pid %s) answers on the port", infoField(info, "process_id"))
-		default:
-			return nil
-		}
-		<-time.After(20 * time.Millisecond) // polling a process that is starting up, with a deadline
-	}
-	return fmt.Errorf("not answering within %s: %w", within, last)
-}
-
-// Alive reports whether the process has not exited.
-func (n *RedisNode) Alive() bool {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	n.Resume()
+	return nil
 }
 
 // Client returns a client of this node alone, closed when the test ends.
@@ -151,32 +90,6 @@ func needRedisServer(t testing.TB) {
 			t.Skipf("%s is not on the PATH", bin)
 		}
 	}
-}
-
-// startNode runs redis-server with a config file of lines (the port, bind and
-// dir are added) and extra arguments, in a directory of its own, and kills it
-// when the test ends. It does not wait for the node to answer.
-func startNode(t testing.TB, port int, lines []string, extra ...string) *RedisNode {
-	t.Helper()
-	dir := t.TempDir()
-	n := &RedisNode{Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), done: make(chan struct{})}
-	conf := append([]string{
-		"port " + strconv.Itoa(port), "bind 127.0.0.1", "dir " + dir, `logfile "` + filepath.Join(dir, "redis.log") + `"`,
-		`save ""`, "appendonly no",
-	}, lines...)
-	path := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(path, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// Not tied to the test's context: Kill ends it, at cleanup at the latest.
-	n.cmd = exec.CommandContext(context.Background(), "redis-server", append([]string{path}, extra...)...)
-	if err := n.cmd.Start(); err != nil {
-		t.Fatalf("start redis-server on %s: %v", n.Addr, err)
-	}
-	cmd := n.cmd
-	go func() { _ = cmd.Wait(); close(n.done) }()
-	t.Cleanup(n.Kill)
-	return n
 }
 
 // pollUntil calls cond every 20ms until it returns nil or within has passed;
@@ -234,12 +147,12 @@ func StartSentinelGroupWith(t testing.TB, n int) *SentinelGroup {
 	t.Helper()
 	needRedisServer(t)
 	g := &SentinelGroup{MasterName: "sg" + RandomID()[:6], DownAfter: time.Second, FailoverTimeout: 10 * time.Second}
-	data := []string{"enable-debug-command yes", "repl-diskless-sync yes", "repl-diskless-sync-delay 0"}
-	g.Master = startOwn(t, func() *RedisNode { return startNode(t, freePort(t), data) })
-	replicaOf := append(slices.Clone(data), "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port))
-	g.Replica = startOwn(t, func() *RedisNode { return startNode(t, freePort(t), replicaOf) })
+	data := []string{"repl-diskless-sync yes", "repl-diskless-sync-delay 0"}
+	g.Master = startNode(t, lockserver.RedisOptions{Debug: true, Conf: data})
+	replicaOf := lockserver.RedisOptions{Debug: true, Conf: append(slices.Clone(data), "replicaof 127.0.0.1 "+strconv.Itoa(g.Master.Port))}
+	g.Replica = startNode(t, replicaOf)
 	for range max(n, 1) - 1 {
-		g.MoreReplicas = append(g.MoreReplicas, startOwn(t, func() *RedisNode { return startNode(t, freePort(t), replicaOf) }))
+		g.MoreReplicas = append(g.MoreReplicas, startNode(t, replicaOf))
 	}
 	// The sentinels come after the sync: one that first saw the replica unsynced
 	// would see it again only at its next INFO, 10s later.
@@ -257,14 +170,12 @@ func StartSentinelGroupWith(t testing.TB, n int) *SentinelGroup {
 		})
 	}
 	for range 3 {
-		g.Sentinels = append(g.Sentinels, startOwn(t, func() *RedisNode {
-			return startNode(t, freePort(t), []string{
-				fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", g.MasterName, g.Master.Port),
-				fmt.Sprintf("sentinel down-after-milliseconds %s %d", g.MasterName, g.DownAfter.Milliseconds()),
-				fmt.Sprintf("sentinel failover-timeout %s %d", g.MasterName, g.FailoverTimeout.Milliseconds()),
-				fmt.Sprintf("sentinel parallel-syncs %s 1", g.MasterName),
-			}, "--sentinel")
-		}))
+		g.Sentinels = append(g.Sentinels, startNode(t, lockserver.RedisOptions{Sentinel: true, Conf: []string{
+			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", g.MasterName, g.Master.Port),
+			fmt.Sprintf("sentinel down-after-milliseconds %s %d", g.MasterName, g.DownAfter.Milliseconds()),
+			fmt.Sprintf("sentinel failover-timeout %s %d", g.MasterName, g.FailoverTimeout.Milliseconds()),
+			fmt.Sprintf("sentinel parallel-syncs %s 1", g.MasterName),
+		}}))
 	}
 	for _, s := range g.Sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
@@ -388,26 +299,9 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
 	needRedisServer(t)
 	rc := &RedisCluster{NodeTimeout: 2 * time.Second}
-	used := map[int]bool{}
-	port := func() int { // freePort can hand out a port twice; a node needs two
-		for {
-			if p := freePort(t); !used[p] {
-				used[p] = true
-				return p
-			}
-		}
-	}
 	for range 6 {
-		// The cluster bus port is named (cluster-port) rather than left at
-		// port+10000, which may be taken or past 65535.
-		rc.Nodes = append(rc.Nodes, startOwn(t, func() *RedisNode {
-			return startNode(t, port(), []string{
-				"cluster-enabled yes", "cluster-config-file nodes.conf",
-				fmt.Sprintf("cluster-node-timeout %d", rc.NodeTimeout.Milliseconds()),
-				fmt.Sprintf("cluster-port %d", port()), "enable-debug-command yes",
-				"repl-diskless-sync yes", "repl-diskless-sync-delay 0",
-			})
-		}))
+		rc.Nodes = append(rc.Nodes, startNode(t, lockserver.RedisOptions{Debug: true, ClusterNodeTimeout: rc.NodeTimeout,
+			Conf: []string{"repl-diskless-sync yes", "repl-diskless-sync-delay 0"}}))
 	}
 	args := []string{"--cluster", "create"}
 	for _, n := range rc.Nodes {
@@ -616,7 +510,7 @@ func (g *SentinelGroup) CutReplica(t testing.TB) {
 	c := g.Replica.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.Do(ctx, "REPLICAOF", "127.0.0.1", strconv.Itoa(freePort(t))).Err(); err != nil {
+	if err := c.Do(ctx, "REPLICAOF", "127.0.0.1", strconv.Itoa(lockservertest.FreePort(t))).Err(); err != nil {
 		t.Fatalf("REPLICAOF on %s: %v", g.Replica, err)
 	}
 	pollUntil(t, 10*time.Second, g.Replica.String()+" cut off from replication", func(ctx context.Context) error {

@@ -129,24 +129,6 @@ func DropNamespace(ctx context.Context, redisURL, ns string, log *slog.Logger) {
 	}
 }
 
-// WaitRedis waits up to ten seconds for a Redis server to answer.
-func WaitRedis(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer func() { _ = rdb.Close() }()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for rdb.Ping(ctx).Err() != nil {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis-server on %s did not start: %w", addr, ctx.Err())
-		case <-tick.C:
-		}
-	}
-	return nil
-}
-
 // ListenAddr reads the address from the first line "stockguard serve" writes on
 // stdout: "listening on ADDR" with --log-format text, a JSON log record with
 // msg "listening" and addr ADDR with --log-format json.

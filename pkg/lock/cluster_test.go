@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stockguard/stockguard/pkg/lock/internal/redisserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
 // clusterNodeTimeout is the nodes' cluster-node-timeout: how long a master must
@@ -45,38 +45,8 @@ func startRedisCluster(tb testing.TB) *redisCluster {
 		}
 	}
 	rc := &redisCluster{}
-	used := map[int]bool{}
-	port := func() int { // freePort can hand out a port twice; a node needs two
-		for {
-			if p := freePort(tb); !used[p] {
-				used[p] = true
-				return p
-			}
-		}
-	}
 	for range 6 {
-		s := redisserver.New(tb)
-		s.SetPort(port())
-		s.Args = []string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(s.Dir, "nodes.conf"),
-			"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
-			"--cluster-port", strconv.Itoa(port()), // the bus; port+10000 may be taken
-		}
-		// A port found free can be taken by another process before the node binds
-		// it: such a node is started again on other ports, up to three times.
-		for attempt := 1; ; attempt++ {
-			err := s.TryStart()
-			if err == nil {
-				break
-			}
-			if attempt == 3 {
-				tb.Fatal(err)
-			}
-			s.SetPort(port())
-			s.Args[len(s.Args)-1] = strconv.Itoa(port())
-		}
-		rc.Nodes = append(rc.Nodes, s)
+		rc.Nodes = append(rc.Nodes, lockservertest.RedisWith(tb, lockserver.RedisOptions{Debug: true, ClusterNodeTimeout: clusterNodeTimeout}))
 	}
 
 	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)

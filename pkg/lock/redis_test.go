@@ -25,7 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/stockguard/stockguard/pkg/lock/internal/redisserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
 
 // go-redis logs its reconnection attempts; tests that kill servers on purpose
@@ -116,14 +116,12 @@ func randomID() string {
 }
 
 // redisServer is a private redis-server for tests that stop, stall, kill or
-// restart it (redisserver.Server).
-type redisServer = redisserver.Server
+// restart it (lockservertest.RedisServer).
+type redisServer = lockservertest.RedisServer
 
 // startRedisServer starts a redis-server on a free loopback port and stops it when
-// the test ends (redisserver.Start).
-func startRedisServer(tb testing.TB) *redisServer { return redisserver.Start(tb) }
-
-func freePort(tb testing.TB) int { return redisserver.FreePort(tb) }
+// the test ends (lockservertest.Redis).
+func startRedisServer(tb testing.TB) *redisServer { return lockservertest.Redis(tb) }
 
 // commandCalls sums the calls in INFO commandstats, commands run by scripts
 // included, so a benchmark can report Redis commands per operation.

@@ -110,7 +110,7 @@ func StartAzurite(ctx context.Context, parent string) (*AzuriteServer, error) {
 		},
 		dir:  dir,
 		addr: addr,
-		ready: func(ctx context.Context) error {
+		ready: func(ctx context.Context, _ int) error {
 			pager := svc.NewListContainersPager(nil)
 			_, err := pager.NextPage(ctx)
 			return err

@@ -29,10 +29,20 @@ func StartEtcdV2(ctx context.Context, parent string) (*Server, error) {
 	return startEtcdTries(ctx, parent, "--enable-v2=true")
 }
 
-func startEtcdTries(ctx context.Context, parent string, extra ...string) (*Server, error) {
+// etcdBinary finds etcd on the PATH; it fails with ErrNotInstalled, saying
+// where a distribution packages it, when there is none.
+func etcdBinary() (string, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
-		return nil, fmt.Errorf("%w: etcd: %w", ErrNotInstalled, err)
+		return "", fmt.Errorf("%w: etcd is not on the PATH (Debian: apt-get install etcd-server): %w", ErrNotInstalled, err)
+	}
+	return bin, nil
+}
+
+func startEtcdTries(ctx context.Context, parent string, extra ...string) (*Server, error) {
+	bin, err := etcdBinary()
+	if err != nil {
+		return nil, err
 	}
 	var last error
 	// Another process may take a free port before etcd binds it: a few tries.
@@ -80,7 +90,7 @@ func startEtcd(ctx context.Context, bin, parent string, extra []string) (*Server
 	health := clientURL + "/health"
 	s, err := start(ctx, process{
 		name: "etcd", argv: argv, dir: dir, addr: loopback(client),
-		ready: func(ctx context.Context) error { return etcdHealthy(ctx, health) },
+		ready: func(ctx context.Context, _ int) error { return etcdHealthy(ctx, health) },
 	})
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))

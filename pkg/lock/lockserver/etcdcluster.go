@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -24,9 +23,9 @@ import (
 // brings a member back on the same ports and data. It fails with
 // ErrNotInstalled when no etcd binary is on the PATH.
 func StartEtcdCluster(ctx context.Context, parent string) (*Ensemble, error) {
-	bin, err := exec.LookPath("etcd")
+	bin, err := etcdBinary()
 	if err != nil {
-		return nil, fmt.Errorf("%w: etcd: %w", ErrNotInstalled, err)
+		return nil, err
 	}
 	dir, err := newDir(parent, "etcd-cluster")
 	if err != nil {
@@ -74,7 +73,7 @@ func StartEtcdCluster(ctx context.Context, parent string) (*Ensemble, error) {
 			},
 			dir:   mdir,
 			addr:  loopback(ports[2*i]),
-			ready: func(ctx context.Context) error { return etcdHealthy(ctx, health) },
+			ready: func(ctx context.Context, _ int) error { return etcdHealthy(ctx, health) },
 		}
 	}
 	e := &Ensemble{Dir: dir, kind: "etcd"}

@@ -1,11 +1,13 @@
-// Package lockserver starts private lock servers (etcd, ZooKeeper, Azurite) on
-// free loopback ports, each in a directory of its own, for the tests, demos and
-// benchmarks that pause, kill or restart them. A Server is one process; its
-// data directory outlives Kill, so Restart brings the same server back with
-// what it had persisted.
+// Package lockserver starts private servers (Redis, etcd, ZooKeeper, Azurite)
+// on free loopback ports, each in a directory of its own, for the tests, demos
+// and benchmarks that pause, kill or restart them: the lock module's one set of
+// launchers, which the service's test environment and commands use too. A
+// Server is one process; its data directory outlives Kill, so Restart brings
+// the same server back with what it had persisted.
 //
-// Each kind has its starter in a file of its own (etcd.go, zookeeper.go,
-// azurite.go); this file is the process they share.
+// Each kind has its starter in a file of its own (redis.go, etcd.go,
+// zookeeper.go, azurite.go), StartService starts those a lock URL's scheme
+// needs (service.go); this file is the process they share.
 package lockserver
 
 import (
@@ -34,7 +36,7 @@ type Server struct {
 	name  string
 	argv  []string
 	env   []string
-	ready func(ctx context.Context) error
+	ready func(ctx context.Context, pid int) error
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -42,15 +44,21 @@ type Server struct {
 }
 
 // process describes a server to start: its argv, extra environment, and how to
-// tell it answers.
+// tell it answers. ready is given the process's pid, for a server that can say
+// whether it is that process: an error wrapping errNotOwn (another process
+// answers on the port) ends the start at once.
 type process struct {
 	name  string
 	argv  []string
 	env   []string
 	dir   string
 	addr  string
-	ready func(ctx context.Context) error
+	ready func(ctx context.Context, pid int) error
 }
+
+// errNotOwn is what a ready check wraps when another process than the one
+// started answers on its port: a port found free was taken meanwhile.
+var errNotOwn = errors.New("another process answers on the port")
 
 // start runs p and waits, within ctx, until p.ready succeeds.
 func start(ctx context.Context, p process) (*Server, error) {
@@ -80,24 +88,28 @@ func (s *Server) run(ctx context.Context) error {
 	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
-	if err := s.waitReady(ctx, exited); err != nil {
+	if err := s.waitReady(ctx, cmd.Process.Pid, exited); err != nil {
 		s.Kill()
 		return err
 	}
 	return nil
 }
 
-// waitReady polls ready until it succeeds, the process exits or ctx ends.
-func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
+// waitReady polls ready until it succeeds, the process exits, another answers
+// on its port or ctx ends.
+func (s *Server) waitReady(ctx context.Context, pid int, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
 		actx, cancel := context.WithTimeout(ctx, time.Second)
-		last = s.ready(actx)
+		last = s.ready(actx, pid)
 		cancel()
 		if last == nil {
 			return nil
+		}
+		if errors.Is(last, errNotOwn) {
+			return fmt.Errorf("lockserver: %s on %s: %w", s.name, s.Addr, last)
 		}
 		select {
 		case <-exited:
@@ -126,6 +138,21 @@ func (s *Server) Pid() int {
 		return 0
 	}
 	return s.cmd.Process.Pid
+}
+
+// Alive reports whether the process runs: started, neither killed nor exited.
+func (s *Server) Alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Pause stops the process with SIGSTOP: its connections stay open, nothing
@@ -165,10 +192,13 @@ func (s *Server) Close() error {
 
 // FreePort returns a loopback TCP port nothing listens on now. Another process
 // may take it before the server does; starters then fail and may be retried.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // a port probe, closed at once
+func FreePort() (int, error) { return FreePortOn("127.0.0.1") }
+
+// FreePortOn is FreePort on host (an address of this machine).
+func FreePortOn(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0")) //nolint:noctx // a port probe, closed at once
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("lockserver: free port on %s: %w", host, err)
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil

@@ -78,7 +78,7 @@ func StartZooKeeperEnsemble(ctx context.Context, parent string) (*Ensemble, erro
 				"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(mdir, "zoo.cfg")},
 			dir:  mdir,
 			addr: addr,
-			ready: func(ctx context.Context) error {
+			ready: func(ctx context.Context, _ int) error {
 				_, err := zkMode(ctx, addr)
 				return err
 			},

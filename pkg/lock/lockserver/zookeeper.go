@@ -86,7 +86,7 @@ func StartZooKeeper(ctx context.Context, parent string) (*Server, error) {
 			"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg")},
 		dir:   dir,
 		addr:  addr,
-		ready: func(ctx context.Context) error { return serving(ctx, addr) },
+		ready: func(ctx context.Context, _ int) error { return serving(ctx, addr) },
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)

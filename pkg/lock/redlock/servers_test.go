@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stockguard/stockguard/pkg/lock"
-	"github.com/stockguard/stockguard/pkg/lock/internal/redisserver"
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
 
@@ -35,11 +35,11 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // redisServer is a private redis-server that keeps nothing on disk.
-type redisServer = redisserver.Server
+type redisServer = lockservertest.RedisServer
 
 // startRedisServer starts a redis-server on a free loopback port and stops it
-// when the test ends (redisserver.Start).
-func startRedisServer(tb testing.TB) *redisServer { return redisserver.Start(tb) }
+// when the test ends (lockservertest.Redis).
+func startRedisServer(tb testing.TB) *redisServer { return lockservertest.Redis(tb) }
 
 func randomID() string {
 	b := make([]byte, 6)

@@ -19,6 +19,60 @@ import (
 // startTimeout bounds a start: a JVM on a loaded machine takes seconds.
 const startTimeout = time.Minute
 
+// RedisServer is a private redis-server for a test that stops, stalls, kills
+// or restarts it (lockserver.StartRedis).
+type RedisServer struct {
+	*lockserver.Server
+}
+
+// Redis starts a private redis-server that allows DEBUG (for DEBUG SLEEP).
+func Redis(tb testing.TB) *RedisServer {
+	tb.Helper()
+	return RedisWith(tb, lockserver.RedisOptions{Debug: true})
+}
+
+// RedisWith starts a private redis-server as opt says: a replica, a sentinel or
+// a Redis Cluster node.
+func RedisWith(tb testing.TB, opt lockserver.RedisOptions) *RedisServer {
+	tb.Helper()
+	s := start(tb, func(ctx context.Context, parent string) (*lockserver.Server, error) {
+		return lockserver.StartRedis(ctx, parent, opt)
+	}, (*lockserver.Server).Close)
+	return &RedisServer{Server: s}
+}
+
+// Restart kills the server and starts an empty one on the same port, as a
+// Redis without persistence comes back after a crash; it fails the test when
+// the server does not answer within a minute.
+func (s *RedisServer) Restart(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := s.Server.Restart(ctx); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// String names the server for test logs.
+func (s *RedisServer) String() string { return "redis-server " + s.Addr }
+
+// FreePort returns a loopback TCP port nothing listens on now
+// (lockserver.FreePort), failing the test when there is none.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	return FreePortOn(tb, "127.0.0.1")
+}
+
+// FreePortOn is FreePort on host (lockserver.FreePortOn).
+func FreePortOn(tb testing.TB, host string) int {
+	tb.Helper()
+	p, err := lockserver.FreePortOn(host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // Etcd starts a private single-member etcd (lockserver.StartEtcd).
 func Etcd(tb testing.TB) *lockserver.Server {
 	tb.Helper()
