@@ -17,6 +17,7 @@ import (
 
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // NewClient returns a client for a REDIS_URL, of the forms of
@@ -25,7 +26,7 @@ import (
 // request. A Cluster client also reloads its slot map whenever a command fails
 // without a Redis reply (see reloadOnFailure).
 func NewClient(rawURL string) (redis.UniversalClient, error) {
-	c, err := lock.NewRedisClient(rawURL)
+	c, err := redislease.NewRedisClient(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -109,14 +110,14 @@ func unanswered(err error) bool {
 // updates (a SKU no longer sold) does not live forever.
 type Cache struct {
 	rdb  redis.UniversalClient
-	keys lock.Keys
+	keys redislease.Keys
 	ttl  time.Duration
 }
 
 var _ orders.Cache = (*Cache)(nil)
 
 // NewCache returns the cache; keys share the locks' namespace and hash tags.
-func NewCache(rdb redis.UniversalClient, keys lock.Keys, ttl time.Duration) *Cache {
+func NewCache(rdb redis.UniversalClient, keys redislease.Keys, ttl time.Duration) *Cache {
 	return &Cache{rdb: rdb, keys: keys, ttl: ttl}
 }
 
