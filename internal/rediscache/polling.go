@@ -29,7 +29,7 @@ var _ orders.Locker = (*PollingLocker)(nil)
 // PollEvery is how often a waiting PollingLocker tries again.
 const PollEvery = 10 * time.Millisecond
 
-// NewPollingLocker returns the locker. Its keys are pkg/lock's, so that both
+// NewPollingLocker returns the locker. Its keys are pkg/lock/redislease's, so that both
 // exclude each other on one namespace.
 func NewPollingLocker(rdb redis.UniversalClient, keys redislease.Keys, ttl, wait time.Duration) *PollingLocker {
 	return &PollingLocker{c: redislock.New(rdb), keys: keys, ttl: ttl, wait: wait}

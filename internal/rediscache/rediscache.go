@@ -21,7 +21,7 @@ import (
 )
 
 // NewClient returns a client for a REDIS_URL, of the forms of
-// lock.NewRedisClient (one server, a Sentinel group or a Cluster seed list),
+// redislease.NewRedisClient (one server, a Sentinel group or a Cluster seed list),
 // with context deadlines honoured so that a stalled Redis cannot hold a
 // request. A Cluster client also reloads its slot map whenever a command fails
 // without a Redis reply (see reloadOnFailure).
@@ -69,7 +69,7 @@ func reloadsOnFailure(c *redis.ClusterClient) *redis.ClusterClient {
 // reply, which a dead node never sends, or once it is older than
 // ClusterStateReloadInterval (60s by default). Without this hook the cache and
 // the redis-atomic counters of a failed-over master's SKUs stayed unreachable for
-// up to a minute after its replica took over. pkg/lock does the same for its own
+// up to a minute after its replica took over. pkg/lock/redislease does the same for its own
 // calls, whatever client it is given. ReloadState is coalesced by go-redis (one
 // CLUSTER SLOTS at a time, then 200ms apart) and runs in the background.
 type reloadOnFailure struct{ c *redis.ClusterClient }
