@@ -7,7 +7,8 @@
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
-COPY go.mod go.sum ./
+COPY go.mod go.sum go.work go.work.sum ./
+COPY pkg/lock/go.mod pkg/lock/go.sum ./pkg/lock/
 RUN go mod download
 COPY . .
 # One RUN for the three binaries: a layer fewer to store on every build.

@@ -39,7 +39,7 @@ run: ## Run one replica on :8080 against this machine's PostgreSQL and Redis (DA
 .PHONY: test
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set; unset, this machine's Redis, PostgreSQL and MariaDB when they answer, unless STOCKGUARD_TEST_NO_DEFAULTS=1). Last line: tests passed, failed, skipped by reason; fails too when a test skipped a service that answers.
 	$(GO) build -o bin/gotest ./scripts/gotest # go test -json, reported (a built binary keeps go test's exit status)
-	GO='$(GO)' bin/gotest $(TEST_FLAGS) ./...
+	GO='$(GO)' bin/gotest $(TEST_FLAGS) ./... ./pkg/lock/... # two modules (go.work): ./... stops at pkg/lock's go.mod
 	CGO_ENABLED=0 GO='$(GO)' bin/gotest -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
@@ -57,12 +57,12 @@ bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then h
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQL, etcd, ZooKeeper, Azure blob lease) side by side and against redislock; the load generator against wrk (trivial handler) and k6 (fresh database and replica per run, interleaved). A missing wrk or k6 is installed in CI, else named with what is skipped.
 	@GO='$(GO)' K6_VERSION='$(K6_VERSION)' bash scripts/bench-tools.sh
-	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/...
+	$(GO) test $(BENCH_FLAGS) -bench '$(BENCH)' ./pkg/lock/...
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 30m ./loadtest # wrk on a trivial handler; k6 on real replicas (STOCKGUARD_TEST_DATABASE_URL, STOCKGUARD_TEST_REDIS_URL)
 
 .PHONY: lint
 lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run ./... ./pkg/lock/...
 
 .PHONY: mocks
 mocks: ## Regenerate the mockery mocks (settings and packages in .mockery.yml).
@@ -77,5 +77,6 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: tidy
-tidy: ## Tidy go.mod and go.sum.
+tidy: ## Tidy go.mod and go.sum, the service's and pkg/lock's (a module of its own).
 	$(GO) mod tidy
+	cd pkg/lock && $(GO) mod tidy

@@ -3,7 +3,6 @@ module github.com/stockguard/stockguard
 go 1.26.0
 
 require (
-	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.20.0
 	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.6.4
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/Shopify/toxiproxy/v2 v2.12.0
@@ -13,7 +12,6 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/glebarez/sqlite v1.11.0
 	github.com/go-sql-driver/mysql v1.8.1
-	github.com/go-zookeeper/zk v1.0.4
 	github.com/goccy/go-yaml v1.19.2
 	github.com/jackc/pgx/v5 v5.10.0
 	github.com/prometheus/client_golang v1.24.1
@@ -21,15 +19,13 @@ require (
 	github.com/prometheus/common v0.70.1
 	github.com/redis/go-redis/v9 v9.23.0-beta.1
 	github.com/rs/zerolog v1.33.0
+	github.com/stockguard/stockguard/pkg/lock v0.0.0
 	github.com/stretchr/testify v1.11.1
 	github.com/valyala/fasthttp v1.72.0
-	go.etcd.io/etcd/api/v3 v3.5.35
 	go.etcd.io/etcd/client/v3 v3.5.35
 	go.uber.org/goleak v1.3.0
-	go.uber.org/zap v1.17.0
 	golang.org/x/term v0.47.0
 	gonum.org/v1/plot v0.17.0
-	google.golang.org/grpc v1.83.2
 	gorm.io/driver/mysql v1.6.0
 	gorm.io/driver/postgres v1.6.3
 	gorm.io/driver/sqlite v1.6.0
@@ -37,6 +33,14 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.20.0 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
+	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
+	go.uber.org/zap v1.17.0 // indirect
+	google.golang.org/grpc v1.83.2 // indirect
 )
 
 require (
@@ -132,3 +136,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/stockguard/stockguard/pkg/lock => ./pkg/lock

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/internal/testenv"
-	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // Faults of replicated Redis: the master of a Sentinel group killed, stopped, or
@@ -166,7 +166,7 @@ func (c *cluster) failMaster(l *loadRun, kind string, stopFor time.Duration) fai
 			return nil
 		})
 	case c.rc != nil:
-		key := lock.Keys{Namespace: c.ns}.Lock(c.hot)
+		key := redislease.Keys{Namespace: c.ns}.Lock(c.hot)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		old, err := c.rc.MasterOf(ctx, key)
 		cancel()
@@ -296,7 +296,7 @@ func (c *cluster) acceptedEverywhere(ctx context.Context) []string {
 // hot SKU's Redis Cluster slot, so that a probe waits for what the hot SKU
 // waits for (the load's hot SKU is hot<id>-0).
 func (c *cluster) probeSKU() string {
-	keys := lock.Keys{Namespace: c.ns}
+	keys := redislease.Keys{Namespace: c.ns}
 	want := keys.Slot("hot" + c.id + "-0")
 	for i := 0; ; i++ {
 		if sku := fmt.Sprintf("probe%s-%d", c.id, i); keys.Slot(sku) == want {
@@ -330,8 +330,8 @@ func startReplicated(t *testing.T, fault string, o clusterOptions, d time.Durati
 	run.c.probe = run.c.probeSKU()
 	mustStatus(ctx, t, run.c.lb.url+"/v1/skus/"+run.c.probe+"/restock", fmt.Sprintf(`{"quantity":%d}`, hotStock), http.StatusCreated, http.StatusOK)
 	if o.redisCluster {
-		key := lock.Keys{Namespace: run.c.ns}.Lock(run.c.probe)
-		want, err := run.c.rdb.ClusterKeySlot(ctx, lock.Keys{Namespace: run.c.ns}.Lock("hot"+run.c.id+"-0")).Result()
+		key := redislease.Keys{Namespace: run.c.ns}.Lock(run.c.probe)
+		want, err := run.c.rdb.ClusterKeySlot(ctx, redislease.Keys{Namespace: run.c.ns}.Lock("hot"+run.c.id+"-0")).Result()
 		got, err2 := run.c.rdb.ClusterKeySlot(ctx, key).Result()
 		if err != nil || err2 != nil || got != want {
 			t.Fatalf("the probe SKU's slot %d (%v), the hot SKU's %d (%v)", got, err2, want, err)
@@ -426,7 +426,7 @@ func TestSentinelStaleReplicaPromoted(t *testing.T) {
 
 			// A SKU sold out, its cache entry (if the strategy keeps one) on both nodes.
 			sku := "restock" + c.id
-			cacheKey := lock.Keys{Namespace: c.ns}.Tag(sku) + ":stock"
+			cacheKey := redislease.Keys{Namespace: c.ns}.Tag(sku) + ":stock"
 			mustStatus(ctx, t, c.lb.url+"/v1/skus/"+sku+"/restock", `{"quantity":2}`, http.StatusCreated, http.StatusOK)
 			mustStatus(ctx, t, c.lb.url+"/v1/orders", orderBody(sku, 2), http.StatusCreated)
 			mustStatus(ctx, t, c.lb.url+"/v1/orders", orderBody(sku, 1), http.StatusConflict)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // loadRun is the load generator (loadtest/) driving one hot SKU through the
@@ -387,7 +387,7 @@ func (c *cluster) fencesMonotonic(ctx context.Context, r *result) bool {
 // cacheConverges waits (at most 10s) for every SKU's cache entry to equal the
 // database's available stock or to be absent, and says how long it took.
 func (c *cluster) cacheConverges(ctx context.Context, stocks []orders.Stock) string {
-	keys := lock.Keys{Namespace: c.ns}
+	keys := redislease.Keys{Namespace: c.ns}
 	start := time.Now()
 	var wrong []string
 	for {

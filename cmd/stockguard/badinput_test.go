@@ -19,7 +19,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/testenv"
-	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // problemTitles are the titles problem.go gives the problem types bad input
@@ -72,7 +72,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	sqlDB, _ := db.DB()
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	rdb := c.redis.Client(t)
-	keys := lock.Keys{Namespace: c.redis.Namespace}
+	keys := redislease.Keys{Namespace: c.redis.Namespace}
 	before := takeSnapshot(ctx, t, db)
 	redisBefore := redisSnapshot(ctx, t, rdb, c.redis.Namespace)
 

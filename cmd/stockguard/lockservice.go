@@ -14,9 +14,11 @@ import (
 
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/azlease"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease" // redis://, rediss://
 
-	// The lock services --lock-url may name, besides Redis (pkg/lock's own):
-	// each registers its schemes with lock.Open.
+	// The other lock services --lock-url may name: each registers its schemes
+	// with lock.Open.
 	_ "github.com/stockguard/stockguard/pkg/lock/etcdlock"
 	_ "github.com/stockguard/stockguard/pkg/lock/pglock"
 	_ "github.com/stockguard/stockguard/pkg/lock/redlock"
@@ -44,10 +46,10 @@ const azureConnStringEnv = azlease.ConnectionStringEnv
 // service's resources are under cfg.namespace (PostgreSQL's one table
 // excepted); m counts the Redis backend's waits for --lock-replicas. An azblob
 // service's account is cfg.azureConnString, which no error shows.
-func openLockService(ctx context.Context, cfg serveConfig, rdb redis.UniversalClient, m *lock.Metrics, log *slog.Logger) (*lockService, error) {
-	redisOpt := lock.RedisOptions{Keys: lock.Keys{Namespace: cfg.namespace}, Replicas: cfg.lockReplicas, ReplicaTimeout: lockReplicaTimeout(cfg), Metrics: m}
+func openLockService(ctx context.Context, cfg serveConfig, rdb redis.UniversalClient, m *lockprom.Metrics, log *slog.Logger) (*lockService, error) {
+	redisOpt := redislease.Options{Keys: redislease.Keys{Namespace: cfg.namespace}, Replicas: cfg.lockReplicas, ReplicaTimeout: lockReplicaTimeout(cfg), Metrics: m}
 	if cfg.lockURL == "" {
-		b, err := lock.NewRedis(rdb, &redisOpt)
+		b, err := redislease.New(rdb, &redisOpt)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +63,7 @@ func openLockService(ctx context.Context, cfg serveConfig, rdb redis.UniversalCl
 	// Each backend bounds its check that the service answers (5s, as
 	// startTimeout), and PostgreSQL's migration after it is not cut short.
 	s, err := lock.Open(ctx, cfg.lockURL, lock.WithNamespace(cfg.namespace),
-		lock.WithRedisOptions(redisOpt), azlease.WithConnectionString(cfg.azureConnString))
+		redislease.WithOptions(redisOpt), azlease.WithConnectionString(cfg.azureConnString))
 	if err != nil {
 		if errors.Is(err, lock.ErrInvalidOptions) {
 			return nil, fmt.Errorf("lock-url: %w", err) // the backends' errors never show the URL
@@ -96,7 +98,7 @@ func checkLockURL(raw string, replicas int) error {
 const startTimeout = 5 * time.Second
 
 // lockReplicaTimeout is how long an obtain waits for --lock-replicas: half the
-// lock client's call timeout (TTL/3), as lock.Options defaults it.
+// lock client's call timeout (TTL/3), as redislease.NewClient defaults it.
 func lockReplicaTimeout(cfg serveConfig) time.Duration { return cfg.lockTTL / 6 }
 
 // redactedHost is the scheme and hosts of u, without its password.

@@ -27,7 +27,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/internal/topology"
-	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
 
@@ -387,7 +387,7 @@ func replicasNeverOversell(t *testing.T, kind, lockURL string) {
 
 	// I4: the cache equals the database or is absent.
 	rdb := c.redis.Client(t)
-	keys := lock.Keys{Namespace: c.redis.Namespace}
+	keys := redislease.Keys{Namespace: c.redis.Namespace}
 	for _, s := range stocks {
 		raw, err := rdb.Get(ctx, keys.Tag(s.SKU)+":stock").Result()
 		if errors.Is(err, redis.Nil) {
@@ -407,7 +407,7 @@ func lockServiceUsed(t *testing.T, kind, lockURL string, c *cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fence := lock.Keys{Namespace: c.redis.Namespace}.Fence("HOT")
+	fence := redislease.Keys{Namespace: c.redis.Namespace}.Fence("HOT")
 	switch kind {
 	case "redis":
 		if n, err := c.redis.Client(t).Exists(ctx, fence).Result(); err != nil || n != 1 {

@@ -24,6 +24,8 @@ import (
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // serve wires one replica and runs it until ctx ends, then shuts down gracefully:
@@ -71,11 +73,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lockMetrics := lock.NewMetrics("stockguard")
+	lockMetrics := lockprom.New("stockguard")
 	reg.MustRegister(lockMetrics)
 	obs := newObserver(reg, log)
 
-	keys := lock.Keys{Namespace: cfg.namespace}
+	keys := redislease.Keys{Namespace: cfg.namespace}
 	ls, err := openLockService(ctx, cfg, rdb, lockMetrics, log)
 	if err != nil {
 		return err
@@ -92,7 +94,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	// its own (stockguard_sweeper_lock_*): the replicas that wait for it all the
 	// time would fill the SKU locks' wait and not-obtained figures.
 	// stockguard_sweeper_leader says who leads.
-	leaseMetrics := lock.NewMetrics("stockguard_sweeper")
+	leaseMetrics := lockprom.New("stockguard_sweeper")
 	reg.MustRegister(leaseMetrics)
 	leases, err := lock.NewClient(ls.backend, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Metrics: leaseMetrics})
 	if err != nil {

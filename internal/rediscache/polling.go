@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // PollingLocker is the lock-polling strategy's lock: plain bsm/redislock, one
@@ -20,7 +20,7 @@ import (
 // It is the common practice, kept to be measured against pkg/lock.
 type PollingLocker struct {
 	c         *redislock.Client
-	keys      lock.Keys
+	keys      redislease.Keys
 	ttl, wait time.Duration
 }
 
@@ -29,9 +29,9 @@ var _ orders.Locker = (*PollingLocker)(nil)
 // PollEvery is how often a waiting PollingLocker tries again.
 const PollEvery = 10 * time.Millisecond
 
-// NewPollingLocker returns the locker. Its keys are pkg/lock's, so that both
+// NewPollingLocker returns the locker. Its keys are pkg/lock/redislease's, so that both
 // exclude each other on one namespace.
-func NewPollingLocker(rdb redis.UniversalClient, keys lock.Keys, ttl, wait time.Duration) *PollingLocker {
+func NewPollingLocker(rdb redis.UniversalClient, keys redislease.Keys, ttl, wait time.Duration) *PollingLocker {
 	return &PollingLocker{c: redislock.New(rdb), keys: keys, ttl: ttl, wait: wait}
 }
 

@@ -17,15 +17,16 @@ import (
 
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // NewClient returns a client for a REDIS_URL, of the forms of
-// lock.NewRedisClient (one server, a Sentinel group or a Cluster seed list),
+// redislease.NewRedisClient (one server, a Sentinel group or a Cluster seed list),
 // with context deadlines honoured so that a stalled Redis cannot hold a
 // request. A Cluster client also reloads its slot map whenever a command fails
 // without a Redis reply (see reloadOnFailure).
 func NewClient(rawURL string) (redis.UniversalClient, error) {
-	c, err := lock.NewRedisClient(rawURL)
+	c, err := redislease.NewRedisClient(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func reloadsOnFailure(c *redis.ClusterClient) *redis.ClusterClient {
 // reply, which a dead node never sends, or once it is older than
 // ClusterStateReloadInterval (60s by default). Without this hook the cache and
 // the redis-atomic counters of a failed-over master's SKUs stayed unreachable for
-// up to a minute after its replica took over. pkg/lock does the same for its own
+// up to a minute after its replica took over. pkg/lock/redislease does the same for its own
 // calls, whatever client it is given. ReloadState is coalesced by go-redis (one
 // CLUSTER SLOTS at a time, then 200ms apart) and runs in the background.
 type reloadOnFailure struct{ c *redis.ClusterClient }
@@ -109,14 +110,14 @@ func unanswered(err error) bool {
 // updates (a SKU no longer sold) does not live forever.
 type Cache struct {
 	rdb  redis.UniversalClient
-	keys lock.Keys
+	keys redislease.Keys
 	ttl  time.Duration
 }
 
 var _ orders.Cache = (*Cache)(nil)
 
 // NewCache returns the cache; keys share the locks' namespace and hash tags.
-func NewCache(rdb redis.UniversalClient, keys lock.Keys, ttl time.Duration) *Cache {
+func NewCache(rdb redis.UniversalClient, keys redislease.Keys, ttl time.Duration) *Cache {
 	return &Cache{rdb: rdb, keys: keys, ttl: ttl}
 }
 

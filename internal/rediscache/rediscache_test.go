@@ -12,6 +12,7 @@ import (
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 func TestNewClientReadsEveryURLForm(t *testing.T) {
@@ -43,7 +44,7 @@ func TestNewClientReadsEveryURLForm(t *testing.T) {
 
 func TestCacheRoundTrip(t *testing.T) {
 	env := testenv.NewRedis(t)
-	c := rediscache.NewCache(env.Client(t), lock.Keys{Namespace: env.Namespace}, time.Minute)
+	c := rediscache.NewCache(env.Client(t), redislease.Keys{Namespace: env.Namespace}, time.Minute)
 	ctx := context.Background()
 	if err := c.Set(ctx, map[string]int64{"A": 3, "B": 0}, orders.Fences{"A": 5, "B": 5}); err != nil {
 		t.Fatal(err)
@@ -69,9 +70,9 @@ func TestCacheRoundTrip(t *testing.T) {
 
 func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
 	env := testenv.NewRedis(t)
-	keys := lock.Keys{Namespace: env.Namespace}
+	keys := redislease.Keys{Namespace: env.Namespace}
 	newLocker := func(wait time.Duration) *rediscache.Locker {
-		lc, err := lock.New(env.Client(t), &lock.Options{Wait: wait, Keys: keys})
+		lc, err := redislease.NewClient(env.Client(t), &redislease.Options{Keys: keys}, &lock.Options{Wait: wait})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
 
 func TestReserverDecrementsAllOrNothing(t *testing.T) {
 	r := testenv.NewRedis(t)
-	res := rediscache.NewReserver(r.Client(t), lock.Keys{Namespace: r.Namespace}, time.Minute)
+	res := rediscache.NewReserver(r.Client(t), redislease.Keys{Namespace: r.Namespace}, time.Minute)
 	ctx := context.Background()
 	a, b := orders.Item{SKU: "A", Quantity: 2}, orders.Item{SKU: "B", Quantity: 1}
 	missing, short, err := res.Reserve(ctx, []orders.Item{a, b})
@@ -140,7 +141,7 @@ func TestReserverDecrementsAllOrNothing(t *testing.T) {
 
 func TestPollingLockerExcludesAndTimesOut(t *testing.T) {
 	r := testenv.NewRedis(t)
-	keys := lock.Keys{Namespace: r.Namespace}
+	keys := redislease.Keys{Namespace: r.Namespace}
 	a := rediscache.NewPollingLocker(r.Client(t), keys, 5*time.Second, 2*time.Second)
 	b := rediscache.NewPollingLocker(r.Client(t), keys, 5*time.Second, 100*time.Millisecond)
 	ctx := context.Background()

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // Reserver is the redis-atomic strategy's gate: a stock counter per SKU,
@@ -17,14 +17,14 @@ import (
 // script fails otherwise, and the service lets the database decide alone).
 type Reserver struct {
 	rdb  redis.UniversalClient
-	keys lock.Keys
+	keys redislease.Keys
 	ttl  time.Duration
 }
 
 var _ orders.Reserver = (*Reserver)(nil)
 
 // NewReserver returns the gate. Counters expire ttl after they are seeded.
-func NewReserver(rdb redis.UniversalClient, keys lock.Keys, ttl time.Duration) *Reserver {
+func NewReserver(rdb redis.UniversalClient, keys redislease.Keys, ttl time.Duration) *Reserver {
 	return &Reserver{rdb: rdb, keys: keys, ttl: ttl}
 }
 

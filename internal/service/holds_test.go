@@ -17,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // newClockWorld is a world whose replicas share a test clock.
@@ -302,7 +303,7 @@ func TestSweeperLeadsOncePerCluster(t *testing.T) {
 	var stops []context.CancelFunc
 	var wg sync.WaitGroup
 	for i := range 3 {
-		lc, err := lock.New(w.redis.Client(t), &lock.Options{TTL: time.Second, Wait: 300 * time.Millisecond, Keys: lock.Keys{Namespace: w.redis.Namespace}})
+		lc, err := redislease.NewClient(w.redis.Client(t), &redislease.Options{Keys: redislease.Keys{Namespace: w.redis.Namespace}}, &lock.Options{TTL: time.Second, Wait: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // counts is an Observer that counts, and tells onLeading and onExpired (when
@@ -127,7 +128,7 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 		sqlDB.SetMaxIdleConns(8)
 	}
 	rdb := w.redis.Client(t)
-	keys := lock.Keys{Namespace: w.redis.Namespace}
+	keys := redislease.Keys{Namespace: w.redis.Namespace}
 	if locker == nil {
 		locker = w.locker(t)
 	}
@@ -152,8 +153,8 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 // locker returns a pkg/lock locker of its own.
 func (w *world) locker(t *testing.T) orders.Locker {
 	t.Helper()
-	lc, err := lock.New(w.redis.Client(t), &lock.Options{TTL: 5 * time.Second, Wait: 20 * time.Second,
-		Keys: lock.Keys{Namespace: w.redis.Namespace}})
+	lc, err := redislease.NewClient(w.redis.Client(t), &redislease.Options{Keys: redislease.Keys{Namespace: w.redis.Namespace}},
+		&lock.Options{TTL: 5 * time.Second, Wait: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// acquire takes the local slot of every name in order, then the Redis lease of
+// acquire takes the local slot of every name in order, then the Backend's lease of
 // every name the previous local holder did not pass on.
 func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 	g := &Grant{c: c, names: names, tokens: make([]int64, len(names)), leaseOf: make([]*lease, len(names)), handoff: true}
@@ -20,10 +20,10 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 		if c.slot.tryAcquire(name) {
 			continue
 		}
-		// About to wait for a local slot: hold no Redis lease meanwhile. Leases come
+		// About to wait for a local slot: hold no Backend lease meanwhile. Leases come
 		// with local slots, so a caller holding one while it waits for a later slot
 		// would take the two kinds of lock in another order than a caller waiting
-		// in Redis while holding its slots, and processes could deadlock in a ring.
+		// in the Backend while holding its slots, and processes could deadlock in a ring.
 		for j := range i {
 			if g.leaseOf[j] != nil {
 				c.releaseLease(ctx, g.leaseOf[j])
@@ -45,7 +45,7 @@ func (c *Client) acquire(ctx context.Context, names []string) (*Grant, error) {
 		g.yield = g.yield || h.yield
 	}
 
-	// Redis leases, too, must be taken in sorted order: once a name has to be
+	// Backend leases, too, must be taken in sorted order: once a name has to be
 	// obtained, the leases handed over for the names after it are given back and
 	// obtained with it, or two multi-resource callers could each hold what the
 	// other waits for.
@@ -185,7 +185,7 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 	if !yield {
 		missed, announced := c.wake.missed(before)
 		if announced {
-			c.opt.Metrics.wakeup("release")
+			c.opt.Metrics.Wakeup("release")
 		}
 		wait = !missed
 	}
@@ -193,12 +193,12 @@ func (c *Client) obtain(ctx context.Context, names []string, yield bool) (*lease
 		if wait {
 			select {
 			case <-wt.C:
-				c.opt.Metrics.wakeup("release")
+				c.opt.Metrics.Wakeup("release")
 				if err := c.holdBack(ctx, busy); err != nil {
 					return nil, err
 				}
 			case <-timer.C:
-				c.opt.Metrics.wakeup("poll")
+				c.opt.Metrics.Wakeup("poll")
 				poll = min(2*poll, c.opt.MaxPoll)
 			case <-ctx.Done():
 				return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
@@ -232,22 +232,22 @@ func (c *Client) attempt(ctx context.Context, names []string, busy int) (*lease,
 	switch {
 	case err == nil:
 		c.answered(true)
-		c.opt.Metrics.attempt("ok")
+		c.opt.Metrics.Attempt("ok")
 		return l, nil
 	case errors.Is(err, ErrBusy):
 		c.answered(true)
-		c.opt.Metrics.attempt("busy")
+		c.opt.Metrics.Attempt("busy")
 		return nil, nil
 	case ctx.Err() != nil && (busy > 0 || !errors.Is(ctx.Err(), context.DeadlineExceeded) || !c.stuck(time.Since(began))):
 		c.pendingSince.Store(0) // cut short by the caller, not unanswered
 		return nil, fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
 	case ctx.Err() != nil:
 		c.answered(false)
-		c.opt.Metrics.attempt("error")
+		c.opt.Metrics.Attempt("error")
 		return nil, fmt.Errorf("%w: no answer before the wait ended: %w", ErrUnavailable, err)
 	default:
 		c.answered(false)
-		c.opt.Metrics.attempt("error")
+		c.opt.Metrics.Attempt("error")
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 }

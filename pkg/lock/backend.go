@@ -54,6 +54,14 @@ type Notifier interface {
 	Subscribe(ctx context.Context) (names <-chan string, stop func() error, err error)
 }
 
+// NameChecker is a Backend that cannot lease every non-empty name (Redis,
+// whose keys put the name in a Cluster hash tag, refuses braces): CheckName
+// returns an error wrapping ErrInvalidName for such a name. Client.Do asks it
+// before any call, so a bad name fails at once, the same on every attempt.
+type NameChecker interface {
+	CheckName(name string) error
+}
+
 // Grouper is a Backend that cannot obtain every set of names at once (Redis
 // Cluster, whose scripts reach one slot): Groups splits sorted names into the
 // sets to obtain one after another, in order. Without it, a Client obtains all

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Client takes per-resource locks from a Backend for one process. Create one per
@@ -54,26 +52,11 @@ func (c *Client) unreachable() bool {
 // a quarter of OpTimeout.
 func (c *Client) stuck(d time.Duration) bool { return d > c.opt.OpTimeout/4 }
 
-// New returns a Client on one Redis (the Redis backend): rdb is a standalone,
-// Sentinel or Cluster client. Set ContextTimeoutEnabled on it so that a stalled
-// Redis cannot hold a call past its deadline. Close the Client when done.
-func New(rdb redis.UniversalClient, opt *Options) (*Client, error) {
-	o, err := opt.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	b, err := NewRedis(rdb, &RedisOptions{Keys: o.Keys, Replicas: o.Replicas, ReplicaTimeout: o.ReplicaTimeout, Metrics: o.Metrics})
-	if err != nil {
-		return nil, err
-	}
-	return NewClient(b, &o)
-}
-
-// NewClient returns a Client on any Backend. Options.Keys and Options.Replicas
-// are the Redis backend's, and are ignored here: give them to NewRedis. Close
-// the Client when done.
+// NewClient returns a Client on b, any Backend (each backend's package makes
+// its own: redislease.New, pglock.New, ..., or Open by URL). Close the Client
+// when done.
 func NewClient(b Backend, opt *Options) (*Client, error) {
-	o, err := opt.withDefaults()
+	o, err := opt.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +86,7 @@ func (c *Client) Close() error { return c.wake.close() }
 // if the lease is lost, fn's context is cancelled with a cause wrapping
 // ErrLeaseLost, and so is Do's error when fn returns one.
 func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Context, g *Grant) error) error {
-	names, err := normalize(names)
+	names, err := normalize(names, c.b)
 	if err != nil {
 		return err
 	}
@@ -112,15 +95,15 @@ func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Con
 	if c.opt.Wait > 0 {
 		actx, cancel = context.WithTimeout(ctx, c.opt.Wait)
 	}
-	c.opt.Metrics.waiters(1)
+	c.opt.Metrics.Waiting(1)
 	g, err := c.acquire(actx, names)
-	c.opt.Metrics.waiters(-1)
+	c.opt.Metrics.Waiting(-1)
 	cancel()
 	if err != nil {
 		if errors.Is(err, ErrNotObtained) {
-			c.opt.Metrics.failed("timeout")
+			c.opt.Metrics.Failed("timeout")
 		} else {
-			c.opt.Metrics.failed("error")
+			c.opt.Metrics.Failed("error")
 		}
 		return err
 	}
@@ -128,7 +111,7 @@ func (c *Client) Do(ctx context.Context, names []string, fn func(ctx context.Con
 	if g.handoff {
 		how = "handoff"
 	}
-	c.opt.Metrics.granted(how, g.waited, time.Since(start))
+	c.opt.Metrics.Granted(how, g.waited, time.Since(start))
 	defer c.finish(ctx, g)
 	return c.run(ctx, g, fn)
 }
@@ -141,7 +124,7 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 		for _, l := range leases {
 			l.markLost()
 		}
-		c.opt.Metrics.lost()
+		c.opt.Metrics.Lost()
 		return fmt.Errorf("%w: the lease ran out before the work could start", ErrLeaseLost)
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
@@ -150,7 +133,7 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 	defer wd.stop() // deferred: a panicking fn must not leave the watchdog behind
 	start := time.Now()
 	err := fn(fctx, g)
-	c.opt.Metrics.held(time.Since(start))
+	c.opt.Metrics.Held(time.Since(start))
 	wd.stop()
 	if !wd.wasLost() && !time.Now().Before(earliestEnd(leases)) {
 		// The work outlived its lease before the watchdog could say so (the
@@ -159,7 +142,7 @@ func (c *Client) run(ctx context.Context, g *Grant, fn func(context.Context, *Gr
 		for _, l := range leases {
 			l.markLost()
 		}
-		c.opt.Metrics.lost()
+		c.opt.Metrics.Lost()
 	}
 	if cause := context.Cause(fctx); err != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
 		err = fmt.Errorf("%w: %w", cause, err)

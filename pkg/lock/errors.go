@@ -27,14 +27,11 @@ var (
 	// lease is gone: expired, released, or taken by another owner.
 	ErrNotHeld = errors.New("lock: lease not held")
 
-	// ErrNotReplicated is returned when Options.Replicas is set and fewer replicas
-	// acknowledged a lock within ReplicaTimeout; the lock was released.
-	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
-
-	// ErrInvalidOptions is returned by New for options that cannot work.
+	// ErrInvalidOptions is returned by NewClient, Open and the backends'
+	// constructors for options that cannot work.
 	ErrInvalidOptions = errors.New("lock: invalid options")
 
-	// ErrInvalidName is returned for an empty resource list or a name that would break
-	// the hash tag.
+	// ErrInvalidName is returned for an empty resource list, an empty name, or a
+	// name the Backend cannot lease (see NameChecker).
 	ErrInvalidName = errors.New("lock: invalid resource name")
 )

@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
-// exampleRedis starts an embedded Redis so that the examples run anywhere; use your
-// own server (standalone, Sentinel or Cluster) in real code.
+// The examples run on the Redis backend (redislease) and an embedded Redis, so
+// that they run anywhere; any Backend serves the same Client.
+
+// exampleRedis starts an embedded Redis; use your own server (standalone,
+// Sentinel or Cluster) in real code.
 func exampleRedis() (*redis.Client, func()) {
 	mr, err := miniredis.Run()
 	if err != nil {
@@ -28,7 +31,11 @@ func Example() {
 	rdb, stop := exampleRedis()
 	defer stop()
 
-	locks, err := lock.New(rdb, &lock.Options{TTL: 5 * time.Second})
+	backend, err := redislease.New(rdb, nil) // or pglock.New, etcdlock.New, ..., or lock.Open by URL
+	if err != nil {
+		panic(err)
+	}
+	locks, err := lock.NewClient(backend, &lock.Options{TTL: 5 * time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -51,7 +58,7 @@ func Example() {
 func ExampleClient_Do_multipleResources() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locks, _ := lock.New(rdb, nil)
+	locks, _ := redislease.NewClient(rdb, nil, nil)
 	defer func() { _ = locks.Close() }()
 
 	// Names are sorted and de-duplicated, so two orders over the same SKUs never
@@ -66,47 +73,16 @@ func ExampleClient_Do_multipleResources() {
 func ExampleClient_Do_leaseLost() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locks, _ := lock.New(rdb, &lock.Options{TTL: 300 * time.Millisecond})
+	locks, _ := redislease.NewClient(rdb, nil, &lock.Options{TTL: 300 * time.Millisecond})
 	defer func() { _ = locks.Close() }()
 
 	err := locks.Do(context.Background(), []string{"A-1"}, func(ctx context.Context, _ *lock.Grant) error {
-		rdb.Del(ctx, lock.Keys{}.Lock("A-1")) // someone removes the lock
-		<-ctx.Done()                          // the watchdog notices at its next renewal
+		rdb.Del(ctx, redislease.Keys{}.Lock("A-1")) // someone removes the lock
+		<-ctx.Done()                                // the watchdog notices at its next renewal
 		return ctx.Err()
 	})
 	fmt.Println(errors.Is(err, lock.ErrLeaseLost))
 	// Output: true
-}
-
-func ExampleNewMetrics() {
-	rdb, stop := exampleRedis()
-	defer stop()
-
-	metrics := lock.NewMetrics("stockguard")
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics)
-	locks, _ := lock.New(rdb, &lock.Options{Metrics: metrics})
-	defer func() { _ = locks.Close() }()
-
-	_ = locks.Do(context.Background(), []string{"A-1"}, func(context.Context, *lock.Grant) error { return nil })
-	families, _ := reg.Gather()
-	for _, f := range families {
-		if f.GetName() != "stockguard_lock_acquisitions_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() { // every value of the label, at 0 from the start
-			fmt.Println(f.GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
-		}
-	}
-	// Output:
-	// stockguard_lock_acquisitions_total handoff 0
-	// stockguard_lock_acquisitions_total obtained 1
-}
-
-func ExampleKeys() {
-	k := lock.Keys{Namespace: "sku"}
-	fmt.Println(k.Lock("A-1"), k.Fence("A-1"), k.Channel())
-	// Output: {sku:A-1}:lock {sku:A-1}:fence sku:lock:released
 }
 
 func ExampleOpen() {
@@ -117,8 +93,8 @@ func ExampleOpen() {
 	defer mr.Close()
 	ctx := context.Background()
 
-	// The scheme picks the backend: redis:// is pkg/lock's own; a program
-	// imports the others' packages (pglock, etcdlock, ...) to register theirs.
+	// The scheme picks the backend: a program imports the backends' packages
+	// (redislease for redis://, pglock, etcdlock, ...) to register theirs.
 	svc, err := lock.Open(ctx, "redis://"+mr.Addr()+"/0", lock.WithNamespace("sku"))
 	if err != nil {
 		panic(err)

@@ -33,9 +33,9 @@ func (g *Grant) Token(name string) int64 {
 }
 
 // Advance replaces the token of name with one above past and returns it. Call it
-// when the store refused the token because it has already accepted past: Redis
-// lost the counter's latest writes (a failover to a replica that lagged, say) and
-// handed out a number used before. The Backend moves the counter only while the
+// when the store refused the token because it has already accepted past: the Backend
+// lost the counter's latest writes (a Redis failover to a replica that lagged,
+// say) and handed out a number used before. The Backend moves the counter only while the
 // lock is still the caller's, so only the current holder gets the new token;
 // when it is not, Advance fails with ErrLeaseLost and the caller must stop.
 func (g *Grant) Advance(ctx context.Context, name string, past int64) (int64, error) {

@@ -17,7 +17,7 @@ type lease struct {
 	mu         sync.Mutex
 	renewedAt  time.Time // when the last successful obtain or refresh was sent
 	validUntil time.Time // renewedAt + TTL - drift: the lease is ours until then
-	checkedAt  time.Time // when Redis last confirmed the lease: obtain, refresh or check
+	checkedAt  time.Time // when the Backend last confirmed the lease: obtain, refresh or check
 	lost       bool      // the watchdog found it gone, or it ran out
 	next       []int64   // next token per name
 	top        []int64   // last token of the reserved block per name
@@ -77,7 +77,7 @@ func (l *lease) renewed(sentAt time.Time, validity time.Duration) {
 	}
 }
 
-// checked records that Redis confirmed the lease is ours at sentAt.
+// checked records that the Backend confirmed the lease is ours at sentAt.
 func (l *lease) checked(sentAt time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -86,7 +86,7 @@ func (l *lease) checked(sentAt time.Time) {
 	}
 }
 
-// checkedWithin reports whether Redis confirmed the lease less than d ago.
+// checkedWithin reports whether the Backend confirmed the lease less than d ago.
 func (l *lease) checkedWithin(now time.Time, d time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

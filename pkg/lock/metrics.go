@@ -1,161 +1,75 @@
 package lock
 
-import (
-	"time"
+import "time"
 
-	"github.com/prometheus/client_golang/prometheus"
-)
+// Metrics records what a Client does: Options.Metrics. Package lockprom's are
+// Prometheus collectors; the root package imports no metrics library. The
+// Client calls it from many goroutines at once. The labels it passes are
+// fixed words, listed with each method.
+type Metrics interface {
+	// Granted records a grant: how it was had ("obtained" from the Backend, or
+	// "handoff": passed on locally), whether it waited for another holder, in
+	// this process or another, and the time from the call to the grant.
+	Granted(how string, waited bool, wait time.Duration)
 
-// Metrics are the Prometheus collectors of a Client. Create them with NewMetrics,
-// pass them in Options.Metrics and register them once with a registry; several
-// Clients may share one Metrics. A nil *Metrics records nothing.
-type Metrics struct {
-	acquisitions *prometheus.CounterVec
-	failures     *prometheus.CounterVec
-	contended    prometheus.Counter
-	waiting      prometheus.Gauge
-	handoffs     *prometheus.CounterVec
-	attempts     *prometheus.CounterVec
-	wakeups      *prometheus.CounterVec
-	wait         prometheus.Histogram
-	hold         prometheus.Histogram
-	renewals     *prometheus.CounterVec
-	leasesLost   prometheus.Counter
-	replicaWaits *prometheus.CounterVec
+	// Failed records a call that got no grant, by reason: "timeout" (the
+	// caller's context ended) or "error".
+	Failed(reason string)
+
+	// Waiting adds delta (1 or -1) to the callers acquiring now.
+	Waiting(delta int)
+
+	// Attempt records an attempt to obtain a lease from the Backend, by result:
+	// "ok", "busy" or "error".
+	Attempt(result string)
+
+	// Wakeup records a waiting caller's retry, by cause: "release" (announced)
+	// or "poll".
+	Wakeup(cause string)
+
+	// Held records how long the caller's function held its grant.
+	Held(d time.Duration)
+
+	// Renewal records a watchdog renewal, by result: "ok", "lost" (the lease
+	// was gone) or "error" (the Backend failed).
+	Renewal(result string)
+
+	// Lost records a grant whose lease was lost while its function ran.
+	Lost()
+
+	// Handoff records a lease passed on to the next local holder, by result:
+	// "ok", or "refused" (the lease was no longer ours).
+	Handoff(result string)
 }
 
-var _ prometheus.Collector = (*Metrics)(nil)
+// NopMetrics records nothing: the Client's Metrics when Options has none.
+type NopMetrics struct{}
 
-// NewMetrics returns the collectors, their names prefixed with namespace
-// (for example "stockguard" gives stockguard_lock_acquisitions_total).
-func NewMetrics(namespace string) *Metrics {
-	opts := func(name, help string) prometheus.Opts {
-		return prometheus.Opts{Namespace: namespace, Subsystem: "lock", Name: name, Help: help}
-	}
-	buckets := prometheus.ExponentialBuckets(0.0001, 2.5, 12) // 100µs .. ~6s
-	return &Metrics{
-		acquisitions: newCounterVec(opts("acquisitions_total",
-			"Grants, by how the lease was had: obtained (from the lock service) or handoff (passed on locally)."), "how", "obtained", "handoff"),
-		failures: newCounterVec(opts("failures_total",
-			"Calls that got no grant, by reason: timeout (the caller's context ended) or error."), "reason", "timeout", "error"),
-		contended: prometheus.NewCounter(prometheus.CounterOpts(opts("contended_total",
-			"Grants that had to wait for another holder, in this process or another."))),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts(opts("waiting",
-			"Callers acquiring now: queued locally, waiting for the lock service or obtaining."))),
-		handoffs: newCounterVec(opts("handoffs_total",
-			"Leases passed on to the next local holder, by result: ok, or refused (the lease was no longer ours)."), "result", "ok", "refused"),
-		attempts: newCounterVec(opts("obtain_attempts_total",
-			"Attempts to obtain a lease from the lock service, by result: ok, busy or error."), "result", "ok", "busy", "error"),
-		wakeups: newCounterVec(opts("wakeups_total",
-			"Retries of a waiting caller, by cause: release (announced) or poll (safety net)."), "cause", "release", "poll"),
-		wait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "lock",
-			Name: "wait_seconds", Help: "Time from the call to the grant.", Buckets: buckets}),
-		hold: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "lock",
-			Name: "hold_seconds", Help: "Time the caller's function held the grant.", Buckets: buckets}),
-		renewals: newCounterVec(opts("renewals_total",
-			"Watchdog renewals, by result: ok, lost (the lock was gone) or error (the lock service failed)."), "result", "ok", "lost", "error"),
-		leasesLost: prometheus.NewCounter(prometheus.CounterOpts(opts("leases_lost_total",
-			"Grants whose lease was lost while the function ran: its context was cancelled, or the function outlived the lease before the watchdog could say so (its process stopped)."))),
-		replicaWaits: newCounterVec(opts("replica_waits_total",
-			"Leases that waited for Options.Replicas, by result: ok, or short (too few acknowledged; released)."), "result", "ok", "short"),
-	}
-}
+var _ Metrics = NopMetrics{}
 
-// newCounterVec returns a counter with one label whose values are exported at 0
-// from the start, so that "none yet" and "not exported" look different.
-func newCounterVec(o prometheus.Opts, label string, values ...string) *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts(o), []string{label})
-	for _, val := range values {
-		v.WithLabelValues(val)
-	}
-	return v
-}
+// Granted implements Metrics.
+func (NopMetrics) Granted(string, bool, time.Duration) {}
 
-func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.acquisitions, m.failures, m.contended, m.waiting, m.handoffs, m.attempts, m.wakeups,
-		m.wait, m.hold, m.renewals, m.leasesLost, m.replicaWaits}
-}
+// Failed implements Metrics.
+func (NopMetrics) Failed(string) {}
 
-// Describe implements prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.collectors() {
-		c.Describe(ch)
-	}
-}
+// Waiting implements Metrics.
+func (NopMetrics) Waiting(int) {}
 
-// Collect implements prometheus.Collector.
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.collectors() {
-		c.Collect(ch)
-	}
-}
+// Attempt implements Metrics.
+func (NopMetrics) Attempt(string) {}
 
-func (m *Metrics) granted(how string, waited bool, wait time.Duration) {
-	if m == nil {
-		return
-	}
-	m.acquisitions.WithLabelValues(how).Inc()
-	if waited {
-		m.contended.Inc()
-	}
-	m.wait.Observe(wait.Seconds())
-}
+// Wakeup implements Metrics.
+func (NopMetrics) Wakeup(string) {}
 
-func (m *Metrics) failed(reason string) {
-	if m != nil {
-		m.failures.WithLabelValues(reason).Inc()
-	}
-}
+// Held implements Metrics.
+func (NopMetrics) Held(time.Duration) {}
 
-func (m *Metrics) attempt(result string) {
-	if m != nil {
-		m.attempts.WithLabelValues(result).Inc()
-	}
-}
+// Renewal implements Metrics.
+func (NopMetrics) Renewal(string) {}
 
-func (m *Metrics) wakeup(cause string) {
-	if m != nil {
-		m.wakeups.WithLabelValues(cause).Inc()
-	}
-}
+// Lost implements Metrics.
+func (NopMetrics) Lost() {}
 
-func (m *Metrics) held(d time.Duration) {
-	if m != nil {
-		m.hold.Observe(d.Seconds())
-	}
-}
-
-func (m *Metrics) renewal(result string) {
-	if m != nil {
-		m.renewals.WithLabelValues(result).Inc()
-	}
-}
-
-func (m *Metrics) lost() {
-	if m != nil {
-		m.leasesLost.Inc()
-	}
-}
-
-func (m *Metrics) waiters(delta float64) {
-	if m != nil {
-		m.waiting.Add(delta)
-	}
-}
-
-func (m *Metrics) handoff(result string) {
-	if m != nil {
-		m.handoffs.WithLabelValues(result).Inc()
-	}
-}
-
-func (m *Metrics) replicated(ok bool) {
-	if m == nil {
-		return
-	}
-	if ok {
-		m.replicaWaits.WithLabelValues("ok").Inc()
-	} else {
-		m.replicaWaits.WithLabelValues("short").Inc()
-	}
-}
+// Handoff implements Metrics.
+func (NopMetrics) Handoff(string) {}

@@ -8,10 +8,16 @@ import (
 	"testing"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	_ "github.com/stockguard/stockguard/pkg/lock/azlease"
+	_ "github.com/stockguard/stockguard/pkg/lock/etcdlock"
+	_ "github.com/stockguard/stockguard/pkg/lock/pglock"
+	_ "github.com/stockguard/stockguard/pkg/lock/redislease"
+	_ "github.com/stockguard/stockguard/pkg/lock/redlock"
+	_ "github.com/stockguard/stockguard/pkg/lock/zklock"
 )
 
-// The backends imported by this test register their schemes; Redis registers
-// from pkg/lock itself.
+// The backends imported by this test register their schemes, each from its
+// own package.
 func TestSchemesRegistered(t *testing.T) {
 	got := lock.Schemes()
 	for _, s := range []string{"azblob", "etcd", "postgres", "postgresql", "redis", "rediss", "redlock", "redlocks", "zk"} {

@@ -49,27 +49,16 @@ type Options struct {
 	// context; the function itself runs under the caller's context only.
 	Wait time.Duration
 
-	// Replicas (New only: the Redis backend), when above 0, makes every lease
-	// obtained from Redis wait (WAIT) until that many replicas have it, for at
-	// most ReplicaTimeout, and fail with ErrNotReplicated otherwise (released). A failover to an acknowledging
-	// replica then keeps the lock, where it could otherwise lose it and grant it
-	// twice; the cost is a round trip and the replicas' lag per lease, and no lock
-	// at all while fewer replicas are up. Renewals and handoffs do not wait.
-	// Redisson does the same by default (checkLockSyncedSlaves).
-	Replicas int
-
-	// ReplicaTimeout bounds the wait for Replicas. Default OpTimeout/2.
-	ReplicaTimeout time.Duration
-
-	// Keys names the Redis keys (New only: the Redis backend). Default namespace
-	// "sku".
-	Keys Keys
-
-	// Metrics, when set, records what the Client does.
-	Metrics *Metrics
+	// Metrics, when set, records what the Client does (package lockprom's are
+	// Prometheus collectors). Default NopMetrics.
+	Metrics Metrics
 }
 
-func (o *Options) withDefaults() (Options, error) {
+// WithDefaults returns the options NewClient uses: o (nil is the zero value)
+// with each unset field at its default. It fails with an error wrapping
+// ErrInvalidOptions for options that cannot work. A backend's constructor that
+// derives its own settings from the Client's (redislease.NewClient) calls it.
+func (o *Options) WithDefaults() (Options, error) {
 	var opt Options
 	if o != nil {
 		opt = *o
@@ -95,8 +84,8 @@ func (o *Options) withDefaults() (Options, error) {
 	if opt.HandoffCheck == 0 {
 		opt.HandoffCheck = time.Millisecond
 	}
-	if opt.ReplicaTimeout == 0 {
-		opt.ReplicaTimeout = opt.OpTimeout / 2
+	if opt.Metrics == nil {
+		opt.Metrics = NopMetrics{}
 	}
 	if opt.HandoffYield == 0 {
 		opt.HandoffYield = time.Millisecond
@@ -106,16 +95,14 @@ func (o *Options) withDefaults() (Options, error) {
 		return opt, fmt.Errorf("%w: TTL %s is under 10ms", ErrInvalidOptions, opt.TTL)
 	case opt.RenewEvery < 0 || opt.RenewEvery > opt.TTL/2:
 		return opt, fmt.Errorf("%w: RenewEvery %s must be between 0 and TTL/2, so a failed renewal can be retried", ErrInvalidOptions, opt.RenewEvery)
-	case opt.OpTimeout < 0 || opt.MinPoll < 0 || opt.MaxPoll < opt.MinPoll || opt.HandoffYield < 0 || opt.Wait < 0 || opt.Replicas < 0:
-		return opt, fmt.Errorf("%w: negative duration or count, or MaxPoll under MinPoll", ErrInvalidOptions)
-	case opt.Replicas > 0 && (opt.ReplicaTimeout <= 0 || opt.ReplicaTimeout >= opt.OpTimeout):
-		return opt, fmt.Errorf("%w: ReplicaTimeout %s must be above 0 and under OpTimeout %s", ErrInvalidOptions, opt.ReplicaTimeout, opt.OpTimeout)
+	case opt.OpTimeout < 0 || opt.MinPoll < 0 || opt.MaxPoll < opt.MinPoll || opt.HandoffYield < 0 || opt.Wait < 0:
+		return opt, fmt.Errorf("%w: negative duration, or MaxPoll under MinPoll", ErrInvalidOptions)
 	}
 	return opt, nil
 }
 
 // validity is how long a lease is ours after the command that set it was sent:
-// TTL less an allowance for clock drift (1% + 2ms, as in the Redis documentation)
+// TTL less an allowance for clock drift (1% + 2ms, as in the Redlock documentation)
 // and for a late timer on a loaded machine (4% more), so that the work is cancelled
 // before the lease can end in the lock service.
 func (c *Client) validity() time.Duration { return c.opt.TTL - c.opt.TTL/20 - 2*time.Millisecond }

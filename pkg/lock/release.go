@@ -14,7 +14,7 @@ func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int6
 	now := time.Now()
 	if toks, ok := l.take(now, c.minLeft()); ok {
 		if l.checkedWithin(now, c.opt.HandoffCheck) {
-			c.opt.Metrics.handoff("ok")
+			c.opt.Metrics.Handoff("ok")
 			return toks[0], true
 		}
 		opCtx, cancel := context.WithTimeout(ctx, c.opt.OpTimeout)
@@ -22,11 +22,11 @@ func (c *Client) takeHandedOff(ctx context.Context, l *lease, name string) (int6
 		cancel()
 		if err == nil && held {
 			l.checked(now)
-			c.opt.Metrics.handoff("ok")
+			c.opt.Metrics.Handoff("ok")
 			return toks[0], true
 		}
 	}
-	c.opt.Metrics.handoff("refused")
+	c.opt.Metrics.Handoff("refused")
 	c.releaseLease(ctx, l) // token-checked: deletes nothing that is not ours
 	return 0, false
 }

@@ -8,13 +8,13 @@ import (
 
 // handoff is what a local holder passes to the next local waiter with the slot.
 type handoff struct {
-	lease *lease // a single-resource lease still held in Redis, or nil
+	lease *lease // a single-resource lease still held in the Backend, or nil
 	yield bool   // the lease was given up so other processes get a turn: do not race them
 }
 
 // slots is the local side of the lock: per resource, one caller in this process
 // holds the slot and the others queue in FIFO order, so only one of them talks to
-// Redis at a time.
+// the Backend at a time.
 type slots struct {
 	mu    sync.Mutex
 	byID  map[string]*slotState

@@ -58,8 +58,8 @@ func (wd *watchdog) run() {
 }
 
 // stop ends the watchdog and waits for its renewals, if they started. A renewal
-// in flight is abandoned through its context (go-redis honours it with
-// ContextTimeoutEnabled). After stop, nothing touches the leases or cancels the
+// in flight is abandoned through its context (each Backend honours it: Redis's
+// with ContextTimeoutEnabled set on the go-redis client). After stop, nothing touches the leases or cancels the
 // function. It may be called more than once.
 func (wd *watchdog) stop() {
 	wd.start.Stop()
@@ -105,13 +105,13 @@ func (wd *watchdog) loop() {
 				delete(retry, l)
 				wd.expiry.Reset(time.Until(wd.earliestEnd()))
 			case errors.Is(err, ErrNotHeld):
-				wd.c.opt.Metrics.renewal("lost")
+				wd.c.opt.Metrics.Renewal("lost")
 				wd.lose("the lock is held by another owner or gone")
 				return
 			case ctx.Err() != nil:
 				return
 			default: // the Backend slow or unreachable: try again soon; expiry cancels if it never works
-				wd.c.opt.Metrics.renewal("error")
+				wd.c.opt.Metrics.Renewal("error")
 				retry[l] = time.Now().Add(wd.c.opt.RenewEvery / 8)
 			}
 		}
@@ -131,7 +131,7 @@ func (wd *watchdog) renew(ctx context.Context, l *lease) error {
 		return err
 	}
 	l.renewed(sent, wd.c.validity())
-	wd.c.opt.Metrics.renewal("ok")
+	wd.c.opt.Metrics.Renewal("ok")
 	return nil
 }
 
@@ -145,7 +145,7 @@ func (wd *watchdog) lose(reason string) {
 	for _, l := range wd.leases {
 		l.markLost()
 	}
-	wd.c.opt.Metrics.lost()
+	wd.c.opt.Metrics.Lost()
 	wd.cancel(fmt.Errorf("%w: %s", ErrLeaseLost, reason))
 }
 

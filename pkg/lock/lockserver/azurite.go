@@ -31,9 +31,9 @@ type AzuriteServer struct {
 }
 
 // AzuriteBinary finds azurite-blob: $STOCKGUARD_AZURITE, else azurite-blob on
-// the PATH, else .tools/azurite/node_modules/.bin/azurite-blob under the
-// module's root (the directory holding go.mod, found from the working
-// directory up). It returns an error wrapping ErrNotInstalled, saying how to
+// the PATH, else .tools/azurite/node_modules/.bin/azurite-blob under a
+// module's root (a directory holding go.mod, from the working directory up:
+// pkg/lock's own, then the repository's, where .ci/run installs it). It returns an error wrapping ErrNotInstalled, saying how to
 // install it, when none is there.
 func AzuriteBinary() (string, error) {
 	if p := os.Getenv(AzuriteEnv); p != "" {
@@ -45,7 +45,7 @@ func AzuriteBinary() (string, error) {
 	if p, err := exec.LookPath("azurite-blob"); err == nil {
 		return p, nil
 	}
-	if root, ok := moduleRoot(); ok {
+	for _, root := range moduleRoots() {
 		p := filepath.Join(root, ".tools", "azurite", "node_modules", ".bin", "azurite-blob")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
@@ -56,20 +56,22 @@ func AzuriteBinary() (string, error) {
 		ErrNotInstalled, AzuriteEnv)
 }
 
-// moduleRoot is the nearest directory at or above the working directory that
-// holds go.mod. The walk ends at the filesystem's root, so it is bounded.
-func moduleRoot() (string, bool) {
+// moduleRoots are the directories at or above the working directory that hold
+// go.mod, nearest first: pkg/lock is a module of its own inside the
+// repository's. The walk ends at the filesystem's root, so it is bounded.
+func moduleRoots() []string {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", false
+		return nil
 	}
+	var roots []string
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, true
+			roots = append(roots, dir)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", false
+			return roots
 		}
 		dir = parent
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
 )
 
@@ -123,7 +124,7 @@ func waitFor(ctx context.Context, tb testing.TB, what string, cond func() bool) 
 }
 
 // metricValue reads one counter or gauge from m.
-func metricValue(tb testing.TB, m *lock.Metrics, name string, labels map[string]string) float64 {
+func metricValue(tb testing.TB, m *lockprom.Metrics, name string, labels map[string]string) float64 {
 	tb.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)

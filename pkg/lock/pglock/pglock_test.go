@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
 )
 
@@ -137,7 +138,8 @@ func TestCrashedHolderLeaseEnds(t *testing.T) {
 func TestWaiterIsWokenByNotify(t *testing.T) {
 	s := newSpace(t)
 	ctx := ctxFor(t, 20*time.Second) // far under the poll
-	slow := &lock.Options{MinPoll: time.Minute, MaxPoll: time.Minute, Metrics: lock.NewMetrics("b")}
+	slowMetrics := lockprom.New("b")
+	slow := &lock.Options{MinPoll: time.Minute, MaxPoll: time.Minute, Metrics: slowMetrics}
 	a := newClient(t, s.open(t, "pglock-wake-a"), nil)
 	b := newClient(t, s.open(t, "pglock-wake-b"), slow)
 	bGot := make(chan error, 1)
@@ -146,7 +148,7 @@ func TestWaiterIsWokenByNotify(t *testing.T) {
 			bGot <- b.Do(ctx, []string{"r"}, func(context.Context, *lock.Grant) error { return nil })
 		}()
 		waitFor(ctx, t, "B finds the lock busy", func() bool {
-			return metricValue(t, slow.Metrics, "b_lock_obtain_attempts_total", map[string]string{"result": "busy"}) > 0
+			return metricValue(t, slowMetrics, "b_lock_obtain_attempts_total", map[string]string{"result": "busy"}) > 0
 		})
 		return nil
 	})
@@ -156,8 +158,8 @@ func TestWaiterIsWokenByNotify(t *testing.T) {
 	if err := <-bGot; err != nil {
 		t.Fatalf("B was not woken within the test's bound: %v", err)
 	}
-	byRelease := metricValue(t, slow.Metrics, "b_lock_wakeups_total", map[string]string{"cause": "release"})
-	byPoll := metricValue(t, slow.Metrics, "b_lock_wakeups_total", map[string]string{"cause": "poll"})
+	byRelease := metricValue(t, slowMetrics, "b_lock_wakeups_total", map[string]string{"cause": "release"})
+	byPoll := metricValue(t, slowMetrics, "b_lock_wakeups_total", map[string]string{"cause": "poll"})
 	if byRelease != 1 || byPoll != 0 {
 		t.Fatalf("wakeups: %v by release, %v by poll; want 1 and 0", byRelease, byPoll)
 	}
@@ -318,7 +320,7 @@ func TestSessionsTerminated(t *testing.T) {
 	s := newSpace(t)
 	ctx := ctxFor(t, 60*time.Second)
 	app := "pglock-term-" + randomID()
-	m := lock.NewMetrics("a")
+	m := lockprom.New("a")
 	holder := newClient(t, s.open(t, app), &lock.Options{TTL: 1500 * time.Millisecond, Metrics: m})
 	other := newClient(t, s.open(t, "pglock-term-other"), &lock.Options{TTL: 1500 * time.Millisecond, MaxPoll: 20 * time.Millisecond})
 	admin := s.pool(t, "pglock-term-admin")

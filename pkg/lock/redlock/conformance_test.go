@@ -5,6 +5,7 @@ import (
 
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/locktest"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // The Redlock backend passes the conformance suite on three private
@@ -17,7 +18,7 @@ func TestRedlockConformance(t *testing.T) {
 	ns := startNodes(t, 3)
 	locktest.Run(t, locktest.Harness{
 		Space: func(t testing.TB) func(testing.TB) lock.Backend {
-			space := &nodes{servers: ns.servers, keys: lock.Keys{Namespace: "t" + randomID()}}
+			space := &nodes{servers: ns.servers, keys: redislease.Keys{Namespace: "t" + randomID()}}
 			return func(t testing.TB) lock.Backend { return space.open(t) }
 		},
 		Pause: func(testing.TB) func() {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
 
@@ -23,7 +24,7 @@ func Example() {
 		defer func() { _ = c.Close() }()
 		clients[i] = c
 	}
-	backend, err := redlock.New(clients, &redlock.Options{Keys: lock.Keys{Namespace: "sku"}})
+	backend, err := redlock.New(clients, &redlock.Options{Keys: redislease.Keys{Namespace: "sku"}})
 	if err != nil {
 		panic(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // Importing the package registers redlock:// and redlocks:// (see ParseURL)
@@ -37,7 +38,7 @@ func open(ctx context.Context, rawURL string, s *lock.Settings) (*lock.Service, 
 			_ = c.Close()
 		}
 	}
-	b, err := New(clients, &Options{Keys: lock.Keys{Namespace: s.Namespace}})
+	b, err := New(clients, &Options{Keys: redislease.Keys{Namespace: s.Namespace}})
 	if err != nil {
 		closeAll()
 		return nil, err

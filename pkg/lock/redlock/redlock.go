@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/internal/redisscript"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // ErrNoQuorum is wrapped by the errors of calls that could not reach a
@@ -24,7 +26,7 @@ type Options struct {
 	// Keys names the keys on every node and the release channel, with the layout
 	// of the Redis backend ({<namespace>:<name>}:lock, :fence, :waiters).
 	// Default namespace "sku".
-	Keys lock.Keys
+	Keys redislease.Keys
 
 	// DriftFactor is the allowance for the clocks of the nodes running faster
 	// than this process's, as a fraction of the TTL: an obtain (and a renewal)
@@ -45,13 +47,14 @@ type Options struct {
 type Backend struct {
 	nodes  []redis.UniversalClient
 	quorum int
-	keys   lock.Keys
+	keys   redislease.Keys
 	drift  float64
 }
 
 var (
-	_ lock.Backend  = (*Backend)(nil)
-	_ lock.Notifier = (*Backend)(nil)
+	_ lock.Backend     = (*Backend)(nil)
+	_ lock.Notifier    = (*Backend)(nil)
+	_ lock.NameChecker = (*Backend)(nil)
 )
 
 // New returns the Redlock backend over clients, one per independent Redis master
@@ -165,6 +168,10 @@ func (b *Backend) each(ctx context.Context, idx []int, fn func(ctx context.Conte
 func (b *Backend) validity(ttl time.Duration) time.Duration {
 	return ttl - time.Duration(float64(ttl)*b.drift) - 2*time.Millisecond
 }
+
+// CheckName implements lock.NameChecker: the name goes into a hash tag on
+// every node, as in the Redis backend (redislease.Keys.CheckName).
+func (b *Backend) CheckName(name string) error { return b.keys.CheckName(name) }
 
 func checkCall(names []string, ttl time.Duration) error {
 	if len(names) == 0 {
@@ -302,7 +309,7 @@ func (b *Backend) Renew(ctx context.Context, names []string, value string, ttl t
 	outs := make([]outcome, len(b.nodes))
 	errs := make([]error, len(b.nodes))
 	b.each(ctx, nil, func(ctx context.Context, i int, c redis.UniversalClient) {
-		ok, err := renewScript.Run(ctx, c, keys, value, ttl.Milliseconds()).Int64()
+		ok, err := redisscript.Renew.Run(ctx, c, keys, value, ttl.Milliseconds()).Int64()
 		switch {
 		case err != nil:
 			errs[i] = err

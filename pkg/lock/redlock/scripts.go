@@ -50,17 +50,6 @@ var peekLua string
 // peekScript runs peek.lua (EVALSHA, falling back to EVAL).
 var peekScript = redis.NewScript(peekLua)
 
-// renewLua extends every lock key to the TTL when all still hold the caller's
-// value, and returns 1; it extends none, and returns 0, when one does not.
-//
-// KEYS: lock keys   ARGV: value, TTL ms
-//
-//go:embed renew.lua
-var renewLua string
-
-// renewScript runs renew.lua (EVALSHA, falling back to EVAL).
-var renewScript = redis.NewScript(renewLua)
-
 // releaseLua deletes the lock keys that still hold the caller's value and
 // announces on the namespace's channel the release of each that was awaited
 // (its waiters mark set, and deleted now). A key that holds another value is

@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 )
 
@@ -56,12 +56,12 @@ const testTimeouts = "dial_timeout=1s&read_timeout=1s&write_timeout=1s&pool_time
 // nodes is a Redlock test setup: independent redis-servers and a namespace.
 type nodes struct {
 	servers []*redisServer
-	keys    lock.Keys
+	keys    redislease.Keys
 }
 
 func startNodes(tb testing.TB, n int) *nodes {
 	tb.Helper()
-	ns := &nodes{keys: lock.Keys{Namespace: "t" + randomID()}}
+	ns := &nodes{keys: redislease.Keys{Namespace: "t" + randomID()}}
 	for range n {
 		ns.servers = append(ns.servers, startRedisServer(tb))
 	}

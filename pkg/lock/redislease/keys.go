@@ -1,9 +1,10 @@
-package lock
+package redislease
 
 import (
 	"fmt"
-	"slices"
 	"strings"
+
+	"github.com/stockguard/stockguard/pkg/lock"
 )
 
 // Keys names the Redis keys and the release channel of one namespace. Every key of
@@ -46,21 +47,14 @@ func (k Keys) ns() string {
 	return k.Namespace
 }
 
-// normalize sorts and de-duplicates names: sorted acquisition is what keeps two
-// multi-resource callers from deadlocking.
-func normalize(names []string) ([]string, error) {
-	if len(names) == 0 {
-		return nil, fmt.Errorf("%w: no names", ErrInvalidName)
+// CheckName returns an error wrapping lock.ErrInvalidName for a name that
+// would break the hash tag: one with a brace. (An empty name, or none, the
+// Client refuses for every Backend.)
+func (Keys) CheckName(name string) error {
+	if strings.ContainsAny(name, "{}") {
+		return fmt.Errorf("%w: %q", lock.ErrInvalidName, name)
 	}
-	out := slices.Clone(names)
-	slices.Sort(out)
-	out = slices.Compact(out)
-	for _, n := range out {
-		if n == "" || strings.ContainsAny(n, "{}") {
-			return nil, fmt.Errorf("%w: %q", ErrInvalidName, n)
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // slot returns the Redis Cluster hash slot of key (CRC16/XMODEM of the hash tag,

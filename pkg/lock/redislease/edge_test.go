@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // A lease handed over for A is held, unrenewed, while the caller waits for B. If
@@ -17,11 +19,11 @@ import (
 func TestLeaseHeldWhileWaitingIsRenewedBeforeTheWork(t *testing.T) {
 	env := newRedis(t)
 	const ttl = 300 * time.Millisecond
-	m := lock.NewMetrics("one")
+	m := lockprom.New("one")
 	c1 := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
 	c2 := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second})
 	admin := env.Client(t)
-	keys := lock.Keys{Namespace: env.Namespace}
+	keys := redislease.Keys{Namespace: env.Namespace}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

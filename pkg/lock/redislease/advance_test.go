@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // grantToken runs one Do on name and returns its token.
@@ -30,7 +32,7 @@ func TestTokensStayAboveAfterTheCounterWentBack(t *testing.T) {
 
 	before := grantToken(ctx, t, c, "r")
 	before = max(before, grantToken(ctx, t, c, "r"))
-	mustDo(t, admin.Set(ctx, lock.Keys{Namespace: env.Namespace}.Fence("r"), 7, 0).Err()) // the promoted replica's stale counter
+	mustDo(t, admin.Set(ctx, redislease.Keys{Namespace: env.Namespace}.Fence("r"), 7, 0).Err()) // the promoted replica's stale counter
 	if after := grantToken(ctx, t, c, "r"); after <= before {
 		t.Fatalf("token %d after the counter went back is not above %d", after, before)
 	}
@@ -71,7 +73,7 @@ func TestAdvanceRefusedToALostLock(t *testing.T) {
 	env := newRedis(t)
 	c := newClient(t, env.Client(t), env.Namespace, nil)
 	admin := env.Client(t)
-	k := lock.Keys{Namespace: env.Namespace}
+	k := redislease.Keys{Namespace: env.Namespace}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -99,7 +101,7 @@ func TestAdvanceRefusedToALostLock(t *testing.T) {
 // anew and its token is above the advanced one.
 func TestAdvancedLeaseIsNotHandedOn(t *testing.T) {
 	env := newRedis(t)
-	m := lock.NewMetrics("adv")
+	m := lockprom.New("adv")
 	c := newClient(t, env.Client(t), env.Namespace, &lock.Options{Metrics: m})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package lock
+package redislease
 
 import (
 	_ "embed" // the Lua scripts below
@@ -7,7 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua scripts of the Redis backend, each in its own .lua file beside this one.
+// The Lua scripts of the Redis backend, each in its own .lua file beside this
+// one but the renewal, which Redlock runs too (internal/redisscript).
 
 // obtainLua leases every lock key to the caller's value, all or none, and
 // issues the fencing tokens in the same round trip: when no key is held, it
@@ -35,16 +36,7 @@ var obtainScript = redis.NewScript(obtainLua)
 // fenceTTL is how long an unused fence counter lives.
 const fenceTTL = 7 * 24 * time.Hour
 
-// renewLua extends every lock key to the TTL when all still hold the caller's
-// value; it returns 0, and extends none, when one does not.
-//
-// KEYS: lock keys   ARGV: value, TTL ms
-//
-//go:embed renew.lua
-var renewLua string
-
-// renewScript runs renew.lua (EVALSHA, falling back to EVAL).
-var renewScript = redis.NewScript(renewLua)
+// The renewal script is Redlock's too: internal/redisscript.Renew.
 
 // advanceLua moves one resource's counter above a token the store has already
 // accepted, for the current holder only, and returns the new token: the largest

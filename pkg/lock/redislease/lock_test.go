@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // holdCheck detects overlapping holds of one resource and lost updates of a value
@@ -77,7 +79,7 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 		env := newRedis(t)
 		c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl})
 		other, admin := redislock.New(env.Client(t)), env.Client(t)
-		key := lock.Keys{Namespace: env.Namespace}.Lock("w")
+		key := redislease.Keys{Namespace: env.Namespace}.Lock("w")
 		ctx := context.Background()
 
 		warm(t, c) // so the leak check below sees only what Do itself starts
@@ -92,10 +94,10 @@ func TestWatchdogKeepsLockPastTTL(t *testing.T) {
 
 	t.Run("holder the lease was handed to", func(t *testing.T) {
 		env := newRedis(t)
-		m := lock.NewMetrics("w")
+		m := lockprom.New("w")
 		c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
 		other, admin := redislock.New(env.Client(t)), env.Client(t)
-		key := lock.Keys{Namespace: env.Namespace}.Lock("w")
+		key := redislease.Keys{Namespace: env.Namespace}.Lock("w")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 
@@ -174,10 +176,10 @@ func TestLeaseLostCancelsBeforeLeaseEnds(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			srv := startRedisServer(t)
 			env := newRedisAt(t, srv.Addr)
-			m := lock.NewMetrics("test")
+			m := lockprom.New("test")
 			c := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: ttl, Metrics: m})
 			admin := env.Client(t)
-			key := lock.Keys{Namespace: env.Namespace}.Lock("x")
+			key := redislease.Keys{Namespace: env.Namespace}.Lock("x")
 
 			warm(t, c)
 			defer noLeaks(t)()

@@ -1,4 +1,4 @@
-package lock
+package redislease
 
 import (
 	"context"
@@ -7,26 +7,28 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/pkg/lock"
 )
 
-// The Redis backend lives in this package for now, so it registers itself
-// here; the other backends register from their own packages.
+// Importing the package registers redis:// and rediss:// (see NewRedisClient)
+// with lock.Open.
 func init() {
-	Register("redis", openRedis)
-	Register("rediss", openRedis)
+	lock.Register("redis", open)
+	lock.Register("rediss", open)
 }
 
-// redisOpenTimeout bounds Open's check that Redis answers when ctx has a later
+// openTimeout bounds open's check that Redis answers when ctx has a later
 // deadline.
-const redisOpenTimeout = 5 * time.Second
+const openTimeout = 5 * time.Second
 
-// redisOptionsKey is the Settings key of WithRedisOptions.
-type redisOptionsKey struct{}
+// optionsKey is the lock.Settings key of WithOptions.
+type optionsKey struct{}
 
-// WithRedisOptions gives Open the Redis backend's options for a redis:// or
+// WithOptions gives lock.Open the Redis backend's options for a redis:// or
 // rediss:// URL (other backends ignore them). Keys defaults to the
 // Settings' Namespace.
-func WithRedisOptions(opt RedisOptions) Option { return WithValue(redisOptionsKey{}, opt) }
+func WithOptions(opt Options) lock.Option { return lock.WithValue(optionsKey{}, opt) }
 
 // NewRedisClient returns a go-redis client for a Redis URL: a single server
 // (redis://host:6379/0, rediss:// for TLS), a Sentinel group
@@ -64,32 +66,32 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, error) {
 	}
 }
 
-// openRedis is the Opener of redis:// and rediss://: a client of its own (see
-// NewRedisClient), the Backend on it with WithRedisOptions' options, and a
-// PING within ctx and 5s at most.
-func openRedis(ctx context.Context, rawURL string, s *Settings) (*Service, error) {
+// open is the lock.Opener of redis:// and rediss://: a client of its own (see
+// NewRedisClient), the Backend on it with WithOptions' options, and a PING
+// within ctx and 5s at most.
+func open(ctx context.Context, rawURL string, s *lock.Settings) (*lock.Service, error) {
 	c, err := NewRedisClient(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		return nil, fmt.Errorf("%w: %w", lock.ErrInvalidOptions, err)
 	}
-	var opt RedisOptions
-	if v, ok := s.Value(redisOptionsKey{}); ok {
-		opt, _ = v.(RedisOptions) // only WithRedisOptions sets the key
+	var opt Options
+	if v, ok := s.Value(optionsKey{}); ok {
+		opt, _ = v.(Options) // only WithOptions sets the key
 	}
 	if opt.Keys == (Keys{}) {
 		opt.Keys = Keys{Namespace: s.Namespace}
 	}
-	b, err := NewRedis(c, &opt)
+	b, err := New(c, &opt)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	ping := func(ctx context.Context) error { return c.Ping(ctx).Err() }
-	pctx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
+	pctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	if err := ping(pctx); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("redis: ping: %w", err)
 	}
-	return &Service{Backend: b, Kind: "redis", Ping: ping, Close: func() { _ = c.Close() }}, nil
+	return &lock.Service{Backend: b, Kind: "redis", Ping: ping, Close: func() { _ = c.Close() }}, nil
 }

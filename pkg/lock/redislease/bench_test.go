@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // The micro-benchmarks measure every lock backend with the same loops:
@@ -185,7 +186,7 @@ func BenchmarkUncontended(b *testing.B) {
 			var rlKey string
 			if env.redis != nil {
 				rl = redislock.New(env.redis.countedClient(b, new(atomic.Int64)))
-				rlKey = lock.Keys{Namespace: env.redis.Namespace}.Lock("B-1")
+				rlKey = redislease.Keys{Namespace: env.redis.Namespace}.Lock("B-1")
 			}
 			plain := func() {
 				lk, err := rl.Obtain(ctx, rlKey, 10*time.Second, nil)
@@ -267,7 +268,7 @@ func BenchmarkHotKey(b *testing.B) {
 		if bb.name == "redis" {
 			strategies = append(strategies, strategy{"redis-polling", func(b *testing.B) (*benchEnv, mkDo) {
 				env := bb.open(b)
-				key := lock.Keys{Namespace: env.redis.Namespace}.Lock("hot")
+				key := redislease.Keys{Namespace: env.redis.Namespace}.Lock("hot")
 				return env, func(b *testing.B, writes *atomic.Int64) func(context.Context, func()) error {
 					rl := redislock.New(env.redis.countedClient(b, writes))
 					return func(ctx context.Context, cs func()) error {
@@ -462,7 +463,7 @@ func BenchmarkReplicaWait(b *testing.B) {
 	env := newRedisAt(b, master.Addr)
 	ctx := context.Background()
 	plain := newClient(b, env.Client(b), env.Namespace, nil)
-	waiting := newClient(b, env.Client(b), env.Namespace, &lock.Options{Replicas: 1})
+	waiting := newClientWith(b, env.Client(b), redislease.Options{Keys: redislease.Keys{Namespace: env.Namespace}, Replicas: 1}, nil)
 	noop := func(context.Context, *lock.Grant) error { return nil }
 	var spent [2]time.Duration
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 // The Redis the tests of this package run against. The package keeps its own
 // helper rather than the service's, so that its test binary links only what the

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"maps"
@@ -8,16 +8,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 func newClient(tb testing.TB, rdb redis.UniversalClient, ns string, opt *lock.Options) *lock.Client {
 	tb.Helper()
-	var o lock.Options
-	if opt != nil {
-		o = *opt
-	}
-	o.Keys.Namespace = ns
-	c, err := lock.New(rdb, &o)
+	return newClientWith(tb, rdb, redislease.Options{Keys: redislease.Keys{Namespace: ns}}, opt)
+}
+
+// newClientWith is newClient with the Redis backend's options (Replicas).
+func newClientWith(tb testing.TB, rdb redis.UniversalClient, ro redislease.Options, opt *lock.Options) *lock.Client {
+	tb.Helper()
+	c, err := redislease.NewClient(rdb, &ro, opt)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -26,7 +29,7 @@ func newClient(tb testing.TB, rdb redis.UniversalClient, ns string, opt *lock.Op
 }
 
 // metricValue reads one counter or gauge (or a histogram's count) from m.
-func metricValue(tb testing.TB, m *lock.Metrics, name string, labels map[string]string) float64 {
+func metricValue(tb testing.TB, m *lockprom.Metrics, name string, labels map[string]string) float64 {
 	tb.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/bsm/redislock"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 func TestReleaseNeverRemovesAnotherHoldersLock(t *testing.T) {
@@ -17,7 +19,7 @@ func TestReleaseNeverRemovesAnotherHoldersLock(t *testing.T) {
 	a := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: time.Second})
 	b := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second})
 	admin := env.Client(t)
-	key := lock.Keys{Namespace: env.Namespace}.Lock("r")
+	key := redislease.Keys{Namespace: env.Namespace}.Lock("r")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -62,11 +64,11 @@ func TestReleaseNeverRemovesAnotherHoldersLock(t *testing.T) {
 // get a token above the new owner's.
 func TestHolderWhoseLeaseEndedGivesNoToken(t *testing.T) {
 	env := newRedis(t)
-	m := lock.NewMetrics("a")
+	m := lockprom.New("a")
 	a := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second, Metrics: m, HandoffCheck: -1})
 	b := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 5 * time.Second})
 	admin := env.Client(t)
-	key := lock.Keys{Namespace: env.Namespace}.Lock("r")
+	key := redislease.Keys{Namespace: env.Namespace}.Lock("r")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -154,7 +156,8 @@ func TestTokensGrowAcrossGrantsAndRestarts(t *testing.T) {
 
 func TestWaiterIsWokenByReleaseNotPoll(t *testing.T) {
 	env := newRedis(t)
-	slow := &lock.Options{MinPoll: time.Minute, MaxPoll: time.Minute, Metrics: lock.NewMetrics("b")}
+	slowMetrics := lockprom.New("b")
+	slow := &lock.Options{MinPoll: time.Minute, MaxPoll: time.Minute, Metrics: slowMetrics}
 	a := newClient(t, env.Client(t), env.Namespace, nil)
 	b := newClient(t, env.Client(t), env.Namespace, slow)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // far under the poll
@@ -167,7 +170,7 @@ func TestWaiterIsWokenByReleaseNotPoll(t *testing.T) {
 		}()
 		// Release only once B has found the lock busy and is waiting.
 		waitFor(ctx, t, func() bool {
-			return metricValue(t, slow.Metrics, "b_lock_obtain_attempts_total", map[string]string{"result": "busy"}) > 0
+			return metricValue(t, slowMetrics, "b_lock_obtain_attempts_total", map[string]string{"result": "busy"}) > 0
 		})
 		return nil
 	})
@@ -177,8 +180,8 @@ func TestWaiterIsWokenByReleaseNotPoll(t *testing.T) {
 	if err := <-bGot; err != nil {
 		t.Fatalf("B was not woken within the test's bound: %v", err)
 	}
-	byRelease := metricValue(t, slow.Metrics, "b_lock_wakeups_total", map[string]string{"cause": "release"})
-	byPoll := metricValue(t, slow.Metrics, "b_lock_wakeups_total", map[string]string{"cause": "poll"})
+	byRelease := metricValue(t, slowMetrics, "b_lock_wakeups_total", map[string]string{"cause": "release"})
+	byPoll := metricValue(t, slowMetrics, "b_lock_wakeups_total", map[string]string{"cause": "poll"})
 	if byRelease != 1 || byPoll != 0 {
 		t.Fatalf("wakeups: %v by release, %v by poll; want 1 and 0", byRelease, byPoll)
 	}
@@ -217,7 +220,7 @@ func TestMultiResourceGrantIsAllOrNothing(t *testing.T) {
 	a := newClient(t, env.Client(t), env.Namespace, nil)
 	b := newClient(t, env.Client(t), env.Namespace, nil)
 	admin := redislock.New(env.Client(t))
-	keys := lock.Keys{Namespace: env.Namespace}
+	keys := redislease.Keys{Namespace: env.Namespace}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -258,7 +261,7 @@ func TestNewRejectsOptionsThatCannotWork(t *testing.T) {
 		{TTL: time.Second, RenewEvery: 980 * time.Millisecond}, // no time left to retry a renewal
 		{TTL: time.Second, MinPoll: time.Second, MaxPoll: time.Millisecond},
 	} {
-		if _, err := lock.New(env.Client(t), &o); !errors.Is(err, lock.ErrInvalidOptions) {
+		if _, err := redislease.NewClient(env.Client(t), nil, &o); !errors.Is(err, lock.ErrInvalidOptions) {
 			t.Errorf("%+v: got %v, want ErrInvalidOptions", o, err)
 		}
 	}
@@ -293,7 +296,7 @@ func TestOnlyAwaitedReleasesAreAnnounced(t *testing.T) {
 	b := newClient(t, env.Client(t), env.Namespace, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ps := env.Client(t).Subscribe(ctx, lock.Keys{Namespace: env.Namespace}.Channel())
+	ps := env.Client(t).Subscribe(ctx, redislease.Keys{Namespace: env.Namespace}.Channel())
 	defer func() { _ = ps.Close() }()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -307,7 +310,7 @@ func TestOnlyAwaitedReleasesAreAnnounced(t *testing.T) {
 		go func() { bGot <- b.Do(ctx, []string{"busy"}, noop) }()
 		// B's try sets the mark; A's release then announces.
 		waitFor(ctx, t, func() bool {
-			n, err := env.Client(t).Exists(ctx, lock.Keys{Namespace: env.Namespace}.Waiters("busy")).Result()
+			n, err := env.Client(t).Exists(ctx, redislease.Keys{Namespace: env.Namespace}.Waiters("busy")).Result()
 			return err == nil && n == 1
 		})
 		return nil

@@ -1,10 +1,11 @@
-package lock_test
+package redislease_test
 
 import (
 	"testing"
 
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/locktest"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // The Redis backend passes the conformance suite on a private redis-server,
@@ -17,7 +18,7 @@ func TestRedisConformance(t *testing.T) {
 		Space: func(t testing.TB) func(testing.TB) lock.Backend {
 			env := newRedisAt(t, srv.Addr)
 			return func(t testing.TB) lock.Backend {
-				b, err := lock.NewRedis(env.Client(t), &lock.RedisOptions{Keys: lock.Keys{Namespace: env.Namespace}})
+				b, err := redislease.New(env.Client(t), &redislease.Options{Keys: redislease.Keys{Namespace: env.Namespace}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // polling is a Backend that announces nothing (Azure's blob leases do not):
@@ -22,7 +23,7 @@ func TestPollingBackendSharesHotResource(t *testing.T) {
 	env := newRedis(t)
 	var procs []*lock.Client
 	for range 2 {
-		b, err := lock.NewRedis(env.Client(t), &lock.RedisOptions{Keys: lock.Keys{Namespace: env.Namespace}})
+		b, err := redislease.New(env.Client(t), &redislease.Options{Keys: redislease.Keys{Namespace: env.Namespace}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/lockprom"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // startReplicated starts a master and one replica that has caught up with it.
@@ -45,15 +47,15 @@ func startReplicated(t testing.TB) (master, replica *redisServer) {
 func TestReplicasAcknowledgeTheLock(t *testing.T) {
 	master, replica := startReplicated(t)
 	env := newRedisAt(t, master.Addr)
-	m := lock.NewMetrics("rep")
+	m := lockprom.New("rep")
 	// Generous bounds where the replica must answer, so that a busy machine does
 	// not fail the test; a short one where it cannot (stopped).
-	waiting := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 30 * time.Second, Replicas: 1, ReplicaTimeout: 5 * time.Second})
-	impatient := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second, Replicas: 1, ReplicaTimeout: 200 * time.Millisecond, Metrics: m})
+	k := redislease.Keys{Namespace: env.Namespace}
+	waiting := newClientWith(t, env.Client(t), redislease.Options{Keys: k, Replicas: 1, ReplicaTimeout: 5 * time.Second}, &lock.Options{TTL: 30 * time.Second})
+	impatient := newClientWith(t, env.Client(t), redislease.Options{Keys: k, Replicas: 1, ReplicaTimeout: 200 * time.Millisecond}, &lock.Options{TTL: 3 * time.Second, Metrics: m})
 	plain := newClient(t, env.Client(t), env.Namespace, &lock.Options{TTL: 3 * time.Second})
 	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr})
 	defer func() { _ = onReplica.Close() }()
-	k := lock.Keys{Namespace: env.Namespace}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -78,7 +80,7 @@ func TestReplicasAcknowledgeTheLock(t *testing.T) {
 		t.Error("ran without the replica's acknowledgement")
 		return nil
 	})
-	if !errors.Is(err, lock.ErrNotReplicated) {
+	if !errors.Is(err, redislease.ErrNotReplicated) {
 		t.Fatalf("with the replica stopped: %v, want ErrNotReplicated", err)
 	}
 	if got := metricValue(t, m, "rep_lock_replica_waits_total", map[string]string{"result": "short"}); got != 1 {
@@ -95,11 +97,14 @@ func TestReplicasAcknowledgeTheLock(t *testing.T) {
 func TestReplicasOptionsAreChecked(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer func() { _ = rdb.Close() }()
-	for _, o := range []lock.Options{
-		{Replicas: -1},
-		{Replicas: 1, OpTimeout: time.Second, ReplicaTimeout: time.Second},
+	for _, o := range []struct {
+		redislease.Options
+		client lock.Options
+	}{
+		{Options: redislease.Options{Replicas: -1}},
+		{Options: redislease.Options{Replicas: 1, ReplicaTimeout: time.Second}, client: lock.Options{OpTimeout: time.Second}},
 	} {
-		if _, err := lock.New(rdb, &o); !errors.Is(err, lock.ErrInvalidOptions) {
+		if _, err := redislease.NewClient(rdb, &o.Options, &o.client); !errors.Is(err, lock.ErrInvalidOptions) {
 			t.Errorf("%+v: %v, want ErrInvalidOptions", o, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 // The Redlock, PostgreSQL, etcd, ZooKeeper and Azure blob lease entries of the
 // micro-benchmarks (bench_test.go).
@@ -27,6 +27,7 @@ import (
 	"github.com/stockguard/stockguard/pkg/lock/etcdlock"
 	"github.com/stockguard/stockguard/pkg/lock/lockserver"
 	"github.com/stockguard/stockguard/pkg/lock/pglock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 	"github.com/stockguard/stockguard/pkg/lock/redlock"
 	"github.com/stockguard/stockguard/pkg/lock/zklock"
 )
@@ -61,7 +62,7 @@ func init() {
 				for _, n := range nodes {
 					clients = append(clients, n.countedClient(b, writes))
 				}
-				be, err := redlock.New(clients, &redlock.Options{Keys: lock.Keys{Namespace: ns}})
+				be, err := redlock.New(clients, &redlock.Options{Keys: redislease.Keys{Namespace: ns}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
 // TestClusterFailoverRecovers kills, under load, the Cluster master that serves
@@ -22,7 +23,7 @@ import (
 func TestClusterFailoverRecovers(t *testing.T) {
 	rc := startRedisCluster(t)
 	ns := "t" + randomID()
-	keys := lock.Keys{Namespace: ns}
+	keys := redislease.Keys{Namespace: ns}
 	const replicas = 3
 	var rdbs []*redis.ClusterClient
 	var cs []*lock.Client

@@ -1,4 +1,4 @@
-package lock_test
+package redislease_test
 
 // A private Redis Cluster for the tests that kill a master and watch its replica
 // take over: six redis-server processes (three masters, one replica each) on free

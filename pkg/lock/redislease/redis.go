@@ -1,4 +1,4 @@
-package lock
+package redislease
 
 import (
 	"context"
@@ -7,69 +7,90 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/pkg/lock"
+	"github.com/stockguard/stockguard/pkg/lock/internal/redisscript"
 )
 
-// Redis is the Backend on one Redis: standalone, Sentinel or Cluster. A lease
+// Backend is the lock.Backend on one Redis: standalone, Sentinel or Cluster. A lease
 // is a key per resource set with SET PX semantics to the owner's value; its
 // fencing tokens come from a counter beside it, moved in the same script that
 // sets the lock (one round trip per obtain); releases are announced on the
 // namespace's pub/sub channel. See the package documentation for its keys and
 // for what its tokens guarantee.
-type Redis struct {
+type Backend struct {
 	rdb     redis.UniversalClient
-	opt     RedisOptions
+	opt     Options
 	cluster bool
 }
 
-// RedisOptions configure the Redis backend.
-type RedisOptions struct {
+// Options configure the Redis backend.
+type Options struct {
 	// Keys names the Redis keys. Default namespace "sku".
 	Keys Keys
 
 	// Replicas, when above 0, makes every obtain wait (WAIT) until that many
 	// replicas have the lease, for at most ReplicaTimeout, and fail with
-	// ErrNotReplicated otherwise (the lease is released by the Client). See
-	// Options.Replicas.
+	// ErrNotReplicated otherwise (the lease is released by the Client). A
+	// failover to an acknowledging replica then keeps the lock, where it could
+	// otherwise lose it and grant it twice; the cost is a round trip and the
+	// replicas' lag per lease, and no lock at all while fewer replicas are up.
+	// Renewals and handoffs do not wait. Redisson does the same by default
+	// (checkLockSyncedSlaves).
 	Replicas int
 
-	// ReplicaTimeout bounds the wait for Replicas; required with it.
+	// ReplicaTimeout bounds the wait for Replicas; required with it (NewClient
+	// defaults it to half the Client's OpTimeout).
 	ReplicaTimeout time.Duration
 
-	// Metrics, when set, counts the replicas' acknowledgements.
-	Metrics *Metrics
+	// Metrics, when set, counts the replicas' acknowledgements (lockprom's
+	// Metrics do).
+	Metrics ReplicaMetrics
 }
 
+// ReplicaMetrics counts the waits for Options.Replicas.
+type ReplicaMetrics interface {
+	// Replicated records one wait: ok when enough replicas acknowledged the
+	// lease, false when too few did (the lease is released).
+	Replicated(ok bool)
+}
+
+// ErrNotReplicated is returned when Options.Replicas is set and fewer replicas
+// acknowledged a lock within ReplicaTimeout; the lock was released.
+var ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
+
 var (
-	_ Backend  = (*Redis)(nil)
-	_ Notifier = (*Redis)(nil)
-	_ Grouper  = (*Redis)(nil)
+	_ lock.Backend     = (*Backend)(nil)
+	_ lock.Notifier    = (*Backend)(nil)
+	_ lock.Grouper     = (*Backend)(nil)
+	_ lock.NameChecker = (*Backend)(nil)
 )
 
-// NewRedis returns the Backend on rdb. Set ContextTimeoutEnabled on rdb so that
+// New returns the Backend on rdb. Set ContextTimeoutEnabled on rdb so that
 // a stalled Redis cannot hold a call past its deadline. On a Cluster client, a
 // call that fails without a reply from Redis asks it to reload its slot map, so
 // that the slots of a master that died are found on its promoted replica.
-func NewRedis(rdb redis.UniversalClient, opt *RedisOptions) (*Redis, error) {
-	var o RedisOptions
+func New(rdb redis.UniversalClient, opt *Options) (*Backend, error) {
+	var o Options
 	if opt != nil {
 		o = *opt
 	}
 	if o.Replicas < 0 || (o.Replicas > 0 && o.ReplicaTimeout <= 0) {
-		return nil, fmt.Errorf("%w: Replicas %d needs a ReplicaTimeout above 0", ErrInvalidOptions, o.Replicas)
+		return nil, fmt.Errorf("%w: Replicas %d needs a ReplicaTimeout above 0", lock.ErrInvalidOptions, o.Replicas)
 	}
 	if o.Replicas > 0 {
 		switch rdb.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
-			return nil, fmt.Errorf("%w: Replicas needs a standalone, Sentinel or Cluster client, not %T", ErrInvalidOptions, rdb)
+			return nil, fmt.Errorf("%w: Replicas needs a standalone, Sentinel or Cluster client, not %T", lock.ErrInvalidOptions, rdb)
 		}
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Redis{rdb: rdb, opt: o, cluster: cluster}, nil
+	return &Backend{rdb: rdb, opt: o, cluster: cluster}, nil
 }
 
-// Obtain implements Backend: one script sets the locks and issues the tokens.
-func (r *Redis) Obtain(ctx context.Context, names []string, value string, ttl time.Duration, block int64) ([]int64, error) {
+// Obtain implements lock.Backend: one script sets the locks and issues the tokens.
+func (r *Backend) Obtain(ctx context.Context, names []string, value string, ttl time.Duration, block int64) ([]int64, error) {
 	keys := make([]string, 0, 3*len(names))
 	for _, n := range names {
 		t := r.opt.Keys.Tag(n) // Lock, Fence and Waiters, without building it three times
@@ -84,7 +105,7 @@ func (r *Redis) Obtain(ctx context.Context, names []string, value string, ttl ti
 		tops, err = r.obtainReplicated(ctx, keys, args)
 	}
 	if errors.Is(err, redis.Nil) {
-		return nil, ErrBusy
+		return nil, lock.ErrBusy
 	}
 	if err != nil {
 		r.reloadOnFailure(ctx, err)
@@ -97,7 +118,7 @@ func (r *Redis) Obtain(ctx context.Context, names []string, value string, ttl ti
 // WAIT on the same connection: WAIT covers the writes of the connection it is
 // sent on, so once Replicas replicas have the script's writes they have the
 // lock and its counter.
-func (r *Redis) obtainReplicated(ctx context.Context, keys []string, args []any) ([]int64, error) {
+func (r *Backend) obtainReplicated(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	node, err := r.masterFor(ctx, keys[0])
 	if err != nil {
 		return nil, err
@@ -112,7 +133,9 @@ func (r *Redis) obtainReplicated(ctx context.Context, keys []string, args []any)
 	if err != nil {
 		return nil, fmt.Errorf("lock: wait for replicas: %w", err)
 	}
-	r.opt.Metrics.replicated(acked >= int64(r.opt.Replicas))
+	if r.opt.Metrics != nil {
+		r.opt.Metrics.Replicated(acked >= int64(r.opt.Replicas))
+	}
 	if acked < int64(r.opt.Replicas) {
 		return nil, fmt.Errorf("%w: %d of %d replicas acknowledged the lock within %s",
 			ErrNotReplicated, acked, r.opt.Replicas, r.opt.ReplicaTimeout)
@@ -122,7 +145,7 @@ func (r *Redis) obtainReplicated(ctx context.Context, keys []string, args []any)
 
 // masterFor returns the client of the server that holds key: the one client of
 // a standalone or Sentinel setup, the slot's master in a Cluster.
-func (r *Redis) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+func (r *Backend) masterFor(ctx context.Context, key string) (*redis.Client, error) {
 	switch c := r.rdb.(type) {
 	case *redis.ClusterClient:
 		node, err := c.MasterForKey(ctx, key)
@@ -132,29 +155,29 @@ func (r *Redis) masterFor(ctx context.Context, key string) (*redis.Client, error
 		}
 		return node, nil
 	default:
-		return r.rdb.(*redis.Client), nil // NewRedis allows no other kind with Replicas
+		return r.rdb.(*redis.Client), nil // New allows no other kind with Replicas
 	}
 }
 
-// Renew implements Backend.
-func (r *Redis) Renew(ctx context.Context, names []string, value string, ttl time.Duration) error {
+// Renew implements lock.Backend.
+func (r *Backend) Renew(ctx context.Context, names []string, value string, ttl time.Duration) error {
 	keys := make([]string, len(names))
 	for i, n := range names {
 		keys[i] = r.opt.Keys.Lock(n)
 	}
-	ok, err := renewScript.Run(ctx, r.rdb, keys, value, ttl.Milliseconds()).Int64()
+	ok, err := redisscript.Renew.Run(ctx, r.rdb, keys, value, ttl.Milliseconds()).Int64()
 	if err != nil {
 		r.reloadOnFailure(ctx, err)
 		return fmt.Errorf("lock: renew: %w", err)
 	}
 	if ok != 1 {
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	return nil
 }
 
-// Held implements Backend.
-func (r *Redis) Held(ctx context.Context, name, value string) (bool, error) {
+// Held implements lock.Backend.
+func (r *Backend) Held(ctx context.Context, name, value string) (bool, error) {
 	v, err := r.rdb.Get(ctx, r.opt.Keys.Lock(name)).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
@@ -166,10 +189,10 @@ func (r *Redis) Held(ctx context.Context, name, value string) (bool, error) {
 	return v == value, nil
 }
 
-// Release implements Backend: the keys that still hold value are deleted and,
+// Release implements lock.Backend: the keys that still hold value are deleted and,
 // where a try found the resource held since it was obtained, the release is
 // announced, in one script.
-func (r *Redis) Release(ctx context.Context, names []string, value string) error {
+func (r *Backend) Release(ctx context.Context, names []string, value string) error {
 	keys := make([]string, 0, 2*len(names))
 	args := make([]any, 0, 2+len(names))
 	args = append(args, value, r.opt.Keys.Channel())
@@ -185,12 +208,12 @@ func (r *Redis) Release(ctx context.Context, names []string, value string) error
 	return nil
 }
 
-// Advance implements Backend.
-func (r *Redis) Advance(ctx context.Context, name, value string, past int64) (int64, error) {
+// Advance implements lock.Backend.
+func (r *Backend) Advance(ctx context.Context, name, value string, past int64) (int64, error) {
 	k := r.opt.Keys
 	n, err := advanceScript.Run(ctx, r.rdb, []string{k.Lock(name), k.Fence(name)}, value, past, fenceTTL.Milliseconds()).Int64()
 	if errors.Is(err, redis.Nil) {
-		return 0, ErrNotHeld
+		return 0, lock.ErrNotHeld
 	}
 	if err != nil {
 		r.reloadOnFailure(ctx, err)
@@ -199,9 +222,12 @@ func (r *Redis) Advance(ctx context.Context, name, value string, past int64) (in
 	return n, nil
 }
 
-// Groups implements Grouper: on a Cluster, names in different slots are
+// CheckName implements lock.NameChecker: see Keys.CheckName.
+func (r *Backend) CheckName(name string) error { return r.opt.Keys.CheckName(name) }
+
+// Groups implements lock.Grouper: on a Cluster, names in different slots are
 // obtained one by one.
-func (r *Redis) Groups(names []string) [][]string {
+func (r *Backend) Groups(names []string) [][]string {
 	if !r.cluster || len(names) == 1 {
 		return [][]string{names}
 	}
@@ -218,8 +244,8 @@ func (r *Redis) Groups(names []string) [][]string {
 	return [][]string{names}
 }
 
-// Subscribe implements Notifier on the namespace's release channel.
-func (r *Redis) Subscribe(ctx context.Context) (<-chan string, func() error, error) {
+// Subscribe implements lock.Notifier on the namespace's release channel.
+func (r *Backend) Subscribe(ctx context.Context) (<-chan string, func() error, error) {
 	ps := r.rdb.Subscribe(ctx, r.opt.Keys.Channel())
 	if _, err := ps.Receive(ctx); err != nil { // the confirmation
 		r.reloadOnFailure(ctx, err)
@@ -259,7 +285,7 @@ func (r *Redis) Subscribe(ctx context.Context) (<-chan string, func() error, err
 // on every failure is cheap; until the promotion a reload finds the old map and
 // the next failure asks again. It runs in the background, under the client's
 // dial and read timeouts, and ignores ctx.
-func (r *Redis) reloadOnFailure(ctx context.Context, err error) {
+func (r *Backend) reloadOnFailure(ctx context.Context, err error) {
 	cc, ok := r.rdb.(*redis.ClusterClient)
 	if !ok || err == nil {
 		return
