@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/skulock"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
@@ -317,7 +317,7 @@ func TestSweeperLeadsOncePerCluster(t *testing.T) {
 			events <- event{i, b}
 		}
 		r.obs.onExpired = func(n int) { expired <- n }
-		r.deps.Leader = rediscache.NewLocker(lc, orders.DependencyRedis)
+		r.deps.Leader = skulock.NewLocker(lc, orders.DependencyRedis)
 		r.svc = service.New(service.Config{SweepInterval: w.sweep}, r.deps, slog.New(slog.NewTextHandler(io.Discard, nil)), w.clock.Now)
 		ctx, stop := context.WithCancel(context.Background())
 		stops = append(stops, stop)

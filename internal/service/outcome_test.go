@@ -244,7 +244,7 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 }
 
 // leaseEndingLocker runs fn, then says the lease was lost during it, as
-// rediscache's locker does when the lease ends while fn runs.
+// skulock's locker does when the lease ends while fn runs.
 type leaseEndingLocker struct{}
 
 func (leaseEndingLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {

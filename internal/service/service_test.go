@@ -17,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/skulock"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 )
@@ -158,7 +159,7 @@ func (w *world) locker(t *testing.T) orders.Locker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	return rediscache.NewLocker(lc, orders.DependencyRedis)
+	return skulock.NewLocker(lc, orders.DependencyRedis)
 }
 
 func forEachDatabase(t *testing.T, fn func(t *testing.T, kind string)) {
