@@ -110,7 +110,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
 	case orders.StrategyRedisAtomic:
-		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
+		deps.Counters = rediscache.NewCounters(rdb, keys, time.Hour)
 	}
 	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
 		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow,

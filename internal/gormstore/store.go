@@ -198,7 +198,7 @@ func (s *Store) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 }
 
 func (r skuRow) stock() orders.Stock {
-	return orders.Stock{SKU: r.SKU, Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked}
+	return orders.Stock{SKU: r.SKU, Available: r.Available, Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked}
 }
 
 // Stocks returns every SKU's counters, sorted by SKU.
@@ -241,13 +241,13 @@ func (s *Store) Recount(ctx context.Context) (map[string]orders.Stock, error) {
 }
 
 func recount(db *gorm.DB) (map[string]orders.Stock, error) {
-	var rows []orders.Stock
+	var rows []skuRow // the query's columns are the row's: Stock.Held is column reserved
 	if err := db.Raw(recountQuery).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make(map[string]orders.Stock, len(rows))
 	for _, r := range rows {
-		out[r.SKU] = r
+		out[r.SKU] = r.stock()
 	}
 	return out, nil
 }

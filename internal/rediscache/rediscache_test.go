@@ -67,12 +67,12 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 }
 
-func TestReserverDecrementsAllOrNothing(t *testing.T) {
+func TestCountersDecrementAllOrNothing(t *testing.T) {
 	r := testenv.NewRedis(t)
-	res := rediscache.NewReserver(r.Client(t), lock.Keys{Namespace: r.Namespace}, time.Minute)
+	res := rediscache.NewCounters(r.Client(t), lock.Keys{Namespace: r.Namespace}, time.Minute)
 	ctx := context.Background()
 	a, b := orders.Item{SKU: "A", Quantity: 2}, orders.Item{SKU: "B", Quantity: 1}
-	missing, short, err := res.Reserve(ctx, []orders.Item{a, b})
+	missing, short, err := res.Take(ctx, []orders.Item{a, b})
 	if err != nil || len(missing) != 2 || short != nil {
 		t.Fatalf("unseeded: missing %v short %v %v", missing, short, err)
 	}
@@ -82,23 +82,23 @@ func TestReserverDecrementsAllOrNothing(t *testing.T) {
 	if err := res.Seed(ctx, map[string]int64{"A": 100}); err != nil { // seeds only what is missing
 		t.Fatal(err)
 	}
-	if missing, short, err = res.Reserve(ctx, []orders.Item{a, b}); err != nil || missing != nil || short != nil {
-		t.Fatalf("reserve: %v %v %v", missing, short, err)
+	if missing, short, err = res.Take(ctx, []orders.Item{a, b}); err != nil || missing != nil || short != nil {
+		t.Fatalf("take: %v %v %v", missing, short, err)
 	}
-	if _, short, _ = res.Reserve(ctx, []orders.Item{a, {SKU: "C", Quantity: 1}}); short != nil {
+	if _, short, _ = res.Take(ctx, []orders.Item{a, {SKU: "C", Quantity: 1}}); short != nil {
 		t.Fatalf("C is missing, not short: %v", short)
 	}
-	if _, short, err = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}, b}); err != nil || len(short) != 1 || short[0] != "B" {
+	if _, short, err = res.Take(ctx, []orders.Item{{SKU: "A", Quantity: 1}, b}); err != nil || len(short) != 1 || short[0] != "B" {
 		t.Fatalf("B is out: short %v %v", short, err)
 	}
 	// Nothing was taken by the refusals: A still has its last unit.
-	if _, short, _ = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); short != nil {
+	if _, short, _ = res.Take(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); short != nil {
 		t.Fatalf("A's last unit: short %v", short)
 	}
 	if err := res.Drop(ctx, []string{"A"}); err != nil {
 		t.Fatal(err)
 	}
-	if missing, _, _ = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); len(missing) != 1 {
+	if missing, _, _ = res.Take(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); len(missing) != 1 {
 		t.Fatalf("dropped counter still there: %v", missing)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 			return err
 		}
 		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
+		s.dropCounters(ctx, skus)
 		return nil
 	})
 	var ended *orders.HoldEndedError
@@ -161,7 +161,7 @@ func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.He
 			return err
 		}
 		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
+		s.dropCounters(ctx, skus)
 		return nil
 	})
 	if errors.Is(err, orders.ErrIdempotencyConflict) {

@@ -186,7 +186,7 @@ func (s *Service) expire(ctx context.Context, holds []orders.Reservation, l orde
 			return err
 		}
 		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
+		s.dropCounters(ctx, skus)
 		return nil
 	})
 	if n > 0 {

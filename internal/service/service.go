@@ -77,7 +77,7 @@ type Config struct {
 	LockTTL time.Duration
 }
 
-// Deps are what a Service runs on. Reserver is needed by redis-atomic only.
+// Deps are what a Service runs on. Counters are needed by redis-atomic only.
 // Leader is the lock of the sweeper's leader lease: one that issues fencing
 // tokens (Locker when nil).
 type Deps struct {
@@ -85,7 +85,7 @@ type Deps struct {
 	Cache    orders.Cache
 	Locker   orders.Locker
 	Leader   orders.Locker
-	Reserver orders.Reserver
+	Counters orders.Counters
 	Observer orders.Observer
 }
 
@@ -96,7 +96,7 @@ type Service struct {
 	cache    orders.Cache
 	locker   orders.Locker
 	leader   orders.Locker
-	reserver orders.Reserver
+	counters orders.Counters
 	obs      orders.Observer
 	log      *slog.Logger
 	now      func() time.Time
@@ -130,7 +130,7 @@ type result struct {
 // outside tests).
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
-	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, reserver: d.Reserver, obs: d.Observer,
+	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
 		log: log, now: now}
 	if s.leader == nil {
 		s.leader = s.locker
@@ -243,7 +243,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
 			return err
 		}
 		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
+		s.dropCounters(ctx, skus)
 		out = cancelled
 		return nil
 	})
@@ -353,7 +353,7 @@ func (s *Service) stocking(ctx context.Context, sku string,
 			return err
 		}
 		s.setCache(ctx, map[string]int64{sku: st.Available}, g.Fences())
-		s.dropReservations(ctx, []string{sku})
+		s.dropCounters(ctx, []string{sku})
 		return nil
 	})
 	if err != nil {

@@ -143,7 +143,7 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, 5*time.Second, 20*time.Second)
 	case orders.StrategyRedisAtomic:
-		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
+		deps.Counters = rediscache.NewCounters(rdb, keys, time.Hour)
 	}
 	r.deps = deps
 	r.svc = service.New(service.Config{Strategy: strategy, SweepInterval: w.sweep}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), now)
