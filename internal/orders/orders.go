@@ -137,8 +137,13 @@ func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
 
 // Fences are the fencing tokens of one grant of the per-SKU locks, by SKU. The
 // store refuses a write whose token is older than the last it committed for that
-// SKU (I3). Nil means a write without tokens (a lock that issues none, or none).
+// SKU (I3). Nil means a write without tokens (a lock that issues none, or no
+// lock): every SKU's token then reads NoFence.
 type Fences map[string]int64
+
+// NoFence is the token of a write without one: the store checks no token for
+// it. It is what nil Fences hold for every SKU; pkg/lock never issues it.
+const NoFence int64 = 0
 
 // Placement is one order, or one hold, on its way to the store, with its
 // idempotency key and request hash; for a refusal, Short names the SKUs that
