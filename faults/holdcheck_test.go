@@ -88,10 +88,10 @@ func (c *cluster) checkHolds(r *result, book *holdBook, skus []string, outs ...o
 			t.Errorf("GET /v1/skus/%s: %d %v %s", sku, status, err, b)
 			continue
 		}
-		if s.Stocked != s.Available+s.Reserved+s.Sold || s.Available < 0 || s.Reserved != 0 {
+		if s.Stocked != s.Available+s.Held+s.Sold || s.Available < 0 || s.Held != 0 {
 			t.Errorf("I1 through the API, %s, every hold ended: %+v", sku, s)
 		}
-		r.Oversold = max(r.Oversold, s.Sold+s.Reserved-s.Stocked)
+		r.Oversold = max(r.Oversold, s.Sold+s.Held-s.Stocked)
 	}
 	var audit orders.Audit
 	status, b, err := getSettled(ctx, c.lb.url+"/v1/audit?deep=true", map[string]string{"Authorization": "Bearer " + adminToken})
@@ -118,9 +118,9 @@ func (c *cluster) checkHolds(r *result, book *holdBook, skus []string, outs ...o
 		t.Errorf("database audit: %+v", a)
 	}
 	for _, st := range stocks {
-		if st.Stocked != st.Available+st.Reserved+st.Sold || st.Available < 0 || st.Reserved != 0 {
+		if st.Stocked != st.Available+st.Held+st.Sold || st.Available < 0 || st.Held != 0 {
 			t.Errorf("I1 in the database, %s, every hold ended: stocked %d, available %d, reserved %d, sold %d",
-				st.SKU, st.Stocked, st.Available, st.Reserved, st.Sold)
+				st.SKU, st.Stocked, st.Available, st.Held, st.Sold)
 		}
 	}
 

@@ -254,8 +254,8 @@ func (c *cluster) verify(r *result, s loadSummary) {
 		t.Errorf("database audit: %+v", a)
 	}
 	for _, st := range stocks {
-		if st.Available < 0 || st.Reserved < 0 || st.Stocked-st.Sold-st.Reserved != st.Available {
-			t.Errorf("I1 in the database, %s: stocked %d - sold %d - reserved %d != available %d", st.SKU, st.Stocked, st.Sold, st.Reserved, st.Available)
+		if st.Available < 0 || st.Held < 0 || st.Stocked-st.Sold-st.Held != st.Available {
+			t.Errorf("I1 in the database, %s: stocked %d - sold %d - reserved %d != available %d", st.SKU, st.Stocked, st.Sold, st.Held, st.Available)
 		}
 	}
 	for _, id := range c.missingFromDB(ctx, ids) {

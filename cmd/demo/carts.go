@@ -127,7 +127,7 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 	}
 	log.Info("carts: the rush is over", "took", time.Since(start).Round(time.Millisecond), "holds", c.r.Holds,
 		"units_held", c.r.Held, "sold", c.r.Sold, "released", c.r.Released, "refused", c.r.Refused,
-		"available", after.Available, "reserved", after.Reserved)
+		"available", after.Available, "reserved", after.Held)
 
 	if err := c.resell(ctx); err != nil {
 		return cartResult{}, err
@@ -223,21 +223,21 @@ func (c *cartRound) resell(ctx context.Context) error {
 		waiting, deadline := c.waiting, c.lastHold.Add(c.o.ttl+c.o.sweep+replicaLease+time.Second)
 		c.mu.Unlock()
 		switch {
-		case st.Reserved == 0 && (st.Available == 0 || len(waiting) == 0):
+		case st.Held == 0 && (st.Available == 0 || len(waiting) == 0):
 			return nil
-		case time.Now().After(deadline) && st.Reserved > 0:
-			return fmt.Errorf("I6: %d units still held past every hold's expiry + one sweep interval + one lease", st.Reserved)
+		case time.Now().After(deadline) && st.Held > 0:
+			return fmt.Errorf("I6: %d units still held past every hold's expiry + one sweep interval + one lease", st.Held)
 		case time.Now().After(deadline):
 			return fmt.Errorf("%d units available with %d shoppers waiting, past every hold's expiry + one sweep interval + one lease",
 				st.Available, len(waiting))
 		case st.Available > 0 && len(waiting) > 0:
-			c.log.Info("carts: units back on sale, waiting shoppers buy them", "available", st.Available, "reserved", st.Reserved)
+			c.log.Info("carts: units back on sale, waiting shoppers buy them", "available", st.Available, "reserved", st.Held)
 			if c.buyBack(ctx, st.Available) > 0 {
 				continue
 			}
 		case time.Since(said) >= time.Second:
 			said = time.Now()
-			c.log.Info("carts: waiting for abandoned carts to expire", "reserved", st.Reserved, "available", st.Available,
+			c.log.Info("carts: waiting for abandoned carts to expire", "reserved", st.Held, "available", st.Available,
 				"sold", st.Sold, "shoppers_waiting", len(waiting))
 		}
 		if !sleep(ctx, pollEvery) {
@@ -371,11 +371,11 @@ func (c *cartRound) audit(ctx context.Context) error {
 		}
 	}
 	check(s.Consistent && s.Oversold == 0, "audit: consistent %v, oversold %d", s.Consistent, s.Oversold)
-	check(s.Stocked == s.Available+s.Reserved+s.Sold && s.Sold+s.Reserved <= s.Stocked,
-		"I1: stocked %d, available %d, reserved %d, sold %d", s.Stocked, s.Available, s.Reserved, s.Sold)
-	check(s.Stocked == c.r.Stocked && s.Sold == c.r.Sold && s.Reserved == 0,
+	check(s.Stocked == s.Available+s.Held+s.Sold && s.Sold+s.Held <= s.Stocked,
+		"I1: stocked %d, available %d, reserved %d, sold %d", s.Stocked, s.Available, s.Held, s.Sold)
+	check(s.Stocked == c.r.Stocked && s.Sold == c.r.Sold && s.Held == 0,
 		"the service says stocked %d, sold %d, reserved %d; the shoppers stocked %d and bought %d, and every cart ended",
-		s.Stocked, s.Sold, s.Reserved, c.r.Stocked, c.r.Sold)
+		s.Stocked, s.Sold, s.Held, c.r.Stocked, c.r.Sold)
 	check(c.r.Held == c.r.Sold+c.r.Released+c.r.Expired,
 		"units held %d, but sold %d + released %d + expired %d", c.r.Held, c.r.Sold, c.r.Released, c.r.Expired)
 	c.r.Consistent = len(c.r.Problems) == 0

@@ -19,7 +19,7 @@ const testAdmin = "test-admin-token"
 // that does not: a fake service answers the audit and the abandoned cart's
 // status, after shoppers who held 3 units, bought 2 and left 1 to expire.
 func TestCartsAuditChecks(t *testing.T) {
-	good := orders.Stock{SKU: "CART-T", Available: 0, Reserved: 0, Sold: 2, Stocked: 2}
+	good := orders.Stock{SKU: "CART-T", Available: 0, Held: 0, Sold: 2, Stocked: 2}
 	cases := []struct {
 		name     string
 		status   orders.HoldStatus // of the abandoned cart
@@ -29,7 +29,7 @@ func TestCartsAuditChecks(t *testing.T) {
 	}{
 		{"adds up", orders.HoldExpired, good, 0, ""},
 		{"oversold", orders.HoldExpired, orders.Stock{SKU: "CART-T", Available: -1, Sold: 3, Stocked: 2}, 1, "oversold 1"},
-		{"cart never expired", orders.HoldHeld, orders.Stock{SKU: "CART-T", Reserved: 1, Sold: 2, Stocked: 3}, 0, "left to expire"},
+		{"cart never expired", orders.HoldHeld, orders.Stock{SKU: "CART-T", Held: 1, Sold: 2, Stocked: 3}, 0, "left to expire"},
 		{"service sold fewer", orders.HoldExpired, orders.Stock{SKU: "CART-T", Available: 1, Sold: 1, Stocked: 2}, 0, "the service says"},
 		{"I1 broken", orders.HoldExpired, orders.Stock{SKU: "CART-T", Available: 1, Sold: 2, Stocked: 2}, 0, "I1"},
 	}
@@ -45,7 +45,7 @@ func TestCartsAuditChecks(t *testing.T) {
 					return
 				}
 				s := tc.stock
-				consistent := s.Stocked == s.Available+s.Reserved+s.Sold && s.Available >= 0
+				consistent := s.Stocked == s.Available+s.Held+s.Sold && s.Available >= 0
 				_ = json.NewEncoder(w).Encode(orders.Audit{SKUs: []orders.SKUAudit{{Stock: s, Oversold: tc.oversold,
 					Consistent: consistent}}, Oversold: tc.oversold, Consistent: consistent})
 			})

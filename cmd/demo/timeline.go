@@ -214,7 +214,7 @@ func (s *sampler) series(strategy string, r roundResult) roundSeries {
 	out.Left = append(out.Left, point{0, r.Audit.Stocked})
 	for _, sm := range s.samples {
 		if sm.haveStock {
-			out.Left = append(out.Left, point{sm.at.Seconds(), float64(sm.stock.Stocked - sm.stock.Sold - sm.stock.Reserved)})
+			out.Left = append(out.Left, point{sm.at.Seconds(), float64(sm.stock.Stocked - sm.stock.Sold - sm.stock.Held)})
 		}
 	}
 	s.windows(func(t, dt float64, cur, prev sample) {
@@ -266,7 +266,7 @@ func (s *sampler) stockLines() stockLines {
 		}
 		t := sm.at.Seconds()
 		out.Available = append(out.Available, point{t, float64(sm.stock.Available)})
-		out.Held = append(out.Held, point{t, float64(sm.stock.Reserved)})
+		out.Held = append(out.Held, point{t, float64(sm.stock.Held)})
 		out.Sold = append(out.Sold, point{t, float64(sm.stock.Sold)})
 	}
 	return out

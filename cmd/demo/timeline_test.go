@@ -90,7 +90,7 @@ func TestSeries(t *testing.T) {
 
 // The carts round's lines: the SKU's units as sampled, where it was read.
 func TestStockLines(t *testing.T) {
-	s := &sampler{samples: []sample{{at: 0}, {at: sampleEvery, haveStock: true, stock: orders.Stock{Available: 1, Reserved: 14, Sold: 5, Stocked: 20}}}}
+	s := &sampler{samples: []sample{{at: 0}, {at: sampleEvery, haveStock: true, stock: orders.Stock{Available: 1, Held: 14, Sold: 5, Stocked: 20}}}}
 	got := s.stockLines()
 	want := stockLines{Available: []point{{0.05, 1}}, Held: []point{{0.05, 14}}, Sold: []point{{0.05, 5}}}
 	if len(got.Available) != 1 || got.Available[0] != want.Available[0] || got.Held[0] != want.Held[0] || got.Sold[0] != want.Sold[0] {

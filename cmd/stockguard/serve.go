@@ -23,6 +23,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/skulock"
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/lockprom"
 	"github.com/stockguard/stockguard/pkg/lock/redislease"
@@ -105,13 +106,13 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.lockURL != "" {
 		lockDep = orders.DependencyLockService
 	}
-	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: rediscache.NewLocker(locks, lockDep),
-		Leader: rediscache.NewLocker(leases, lockDep), Observer: obs}
+	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
+		Leader: skulock.NewLocker(leases, lockDep), Observer: obs}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
 	case orders.StrategyRedisAtomic:
-		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
+		deps.Counters = rediscache.NewCounters(rdb, keys, time.Hour)
 	}
 	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
 		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow,

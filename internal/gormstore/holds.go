@@ -15,47 +15,12 @@ import (
 )
 
 // Holds. Every decision on a hold's expiry is taken on the database's clock
-// (clock), read in the transaction that acts on it: replicas' clocks may differ,
+// (clock, clock.go), read in the transaction that acts on it: replicas' clocks may differ,
 // the database's is one. A hold is locked (SELECT ... FOR UPDATE) by whatever
 // ends or extends it, so that confirm, release, extend and the sweeper's expiry
 // of one hold are serialized by the database even when the per-SKU locks were
 // lost; each then acts only on a hold still held and, but for release, not past
 // its expiry.
-
-// clock reads the database's time (SQLite's is this machine's), or the store's
-// own clock when WithClock set one.
-func (s *Store) clock(tx *gorm.DB) (time.Time, error) {
-	if s.fixedClock {
-		return s.now(), nil
-	}
-	var q string
-	switch tx.Name() {
-	case "postgres":
-		q = "SELECT clock_timestamp()"
-	case "mysql":
-		q = "SELECT UTC_TIMESTAMP(6)"
-	default:
-		return s.now(), nil
-	}
-	var t time.Time
-	if err := tx.Raw(q).Row().Scan(&t); err != nil {
-		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
-	}
-	return t.UTC(), nil
-}
-
-// WithClock returns a store that decides expiry on now rather than the
-// database's clock: for tests that move time. A deployment keeps the database's.
-func (s *Store) WithClock(now func() time.Time) *Store {
-	c := *s
-	c.now = func() time.Time { return now().UTC() }
-	c.fixedClock = true
-	return &c
-}
-
-// stamp is a time as the tables keep it: UTC, to the millisecond (MySQL's
-// DATETIME(3)), so that what is answered is what is read back.
-func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // insertHolds adds the rows of the batch's holds, setting each one's expiry
 // from the database's clock.
@@ -452,86 +417,6 @@ func (s *Store) returnUnits(tx *gorm.DB, lines []holdLineRow, fences orders.Fenc
 func (s *Store) endHold(tx *gorm.DB, id string, status orders.HoldStatus, now time.Time, orderID *string) error {
 	return tx.Model(&holdRow{}).Where("id = ?", id).
 		Updates(map[string]any{"status": string(status), "ended_at": stamp(now), "order_id": orderID}).Error
-}
-
-// record writes an idempotency record, if there is a key.
-func record(tx *gorm.DB, key, hash string, o orders.Outcome, now time.Time) error {
-	if key == "" {
-		return nil
-	}
-	row := idempotencyRow{Key: key, Hash: hash, CreatedAt: now, UpdatedAt: now}
-	if o.OrderID != "" {
-		row.OrderID = &o.OrderID
-	}
-	if o.ReservationID != "" {
-		row.HoldID = &o.ReservationID
-	}
-	return tx.Create(&row).Error
-}
-
-// lead checks the sweeper's lease: its token must be at least the last one
-// written under the lease's name (the same leader writes many times under one
-// token; a newer leader's is larger), and becomes the last one.
-func (s *Store) lead(tx *gorm.DB, l orders.Leader) error {
-	if l.Name == "" {
-		return nil
-	}
-	for range 2 {
-		res := tx.Exec("UPDATE leader_fences SET fence = ? WHERE name = ? AND fence <= ?", l.Token, l.Name, l.Token)
-		if res.Error != nil || res.RowsAffected == 1 {
-			return res.Error
-		}
-		var row leaderRow
-		err := tx.Where("name = ?", l.Name).Take(&row).Error
-		switch {
-		case err == nil && row.Fence > l.Token:
-			return fmt.Errorf("%w: %w", orders.ErrStaleLeader, &orders.StaleFenceError{SKU: l.Name, Token: l.Token, Last: row.Fence})
-		case err == nil:
-			return nil // MySQL counts a row set to what it was as not affected
-		case !errors.Is(err, gorm.ErrRecordNotFound):
-			return err
-		}
-		err = tx.Create(&leaderRow{Name: l.Name, Fence: l.Token}).Error
-		if !errors.Is(err, gorm.ErrDuplicatedKey) {
-			return err
-		}
-	}
-	return errors.New("leader fence: row vanished")
-}
-
-// delta is a change of a SKU's counters.
-type delta struct{ available, reserved, sold, stocked int64 }
-
-// shift changes a SKU's counters by d in one guarded update (available and
-// reserved stay >= 0), fenced unless fence is 0 (a lock without tokens, as
-// lock-polling's: pkg/lock never issues 0). It returns gorm.ErrRecordNotFound
-// for a SKU that does not exist.
-func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence int64) error {
-	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, updated_at = ?"
-	args := []any{d.available, d.reserved, d.sold, d.stocked, s.now()}
-	where := " WHERE sku = ? AND available >= ? AND reserved >= ?"
-	wargs := []any{sku, -d.available, -d.reserved}
-	if fence != 0 {
-		set += ", fence = ?"
-		args = append(args, fence)
-		where += " AND fence < ?"
-		wargs = append(wargs, fence)
-	}
-	res := tx.Exec("UPDATE skus SET "+set+where, append(args, wargs...)...)
-	if res.Error != nil || res.RowsAffected == 1 {
-		return res.Error
-	}
-	var row skuRow
-	if err := tx.Where("sku = ?", sku).Take(&row).Error; err != nil {
-		return err // gorm.ErrRecordNotFound for a new SKU
-	}
-	if fence != 0 && row.Fence >= fence {
-		return &orders.StaleFenceError{SKU: sku, Token: fence, Last: row.Fence}
-	}
-	if row.Available+d.available < 0 {
-		return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: max(row.Available, 0)}}
-	}
-	return fmt.Errorf("sku %s: reserved %d cannot change by %d", sku, row.Reserved, d.reserved)
 }
 
 // HoldAudit counts the holds still held past their expiry plus grace (I6) and,

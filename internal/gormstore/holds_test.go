@@ -76,8 +76,8 @@ func testHoldConfirmRelease(t *testing.T, kind string) {
 	if want := clk.Now().Add(10 * time.Minute).Truncate(time.Millisecond); !h.ExpiresAt.Equal(want) {
 		t.Fatalf("expires at %v, want %v", h.ExpiresAt, want)
 	}
-	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 2, Reserved: 3, Stocked: 5})
-	wantStock(t, s, orders.Stock{SKU: "B-2", Available: 0, Reserved: 2, Stocked: 2})
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 2, Held: 3, Stocked: 5})
+	wantStock(t, s, orders.Stock{SKU: "B-2", Available: 0, Held: 2, Stocked: 2})
 	r := wantStatus(t, s, "h1", orders.HoldHeld)
 	if fmt.Sprint(r.Items) != "[{A-1 3} {B-2 2}]" || !r.ExpiresAt.Equal(h.ExpiresAt) {
 		t.Fatalf("read back %+v", r)
@@ -86,7 +86,7 @@ func testHoldConfirmRelease(t *testing.T, kind string) {
 	if _, err := hold(s, "h2", time.Minute, nil, "", orders.Item{SKU: "A-1", Quantity: 1}, orders.Item{SKU: "B-2", Quantity: 1}); !errors.Is(err, orders.ErrInsufficientStock) {
 		t.Fatalf("hold of a sold-out SKU: %v", err)
 	}
-	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 2, Reserved: 3, Stocked: 5})
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 2, Held: 3, Stocked: 5})
 	if recs, err := s.Outcomes(ctx, []string{"k1"}); err != nil || recs["k1"].Outcome.ReservationID != "h1" {
 		t.Fatalf("record %+v (%v)", recs, err)
 	}
@@ -198,7 +198,7 @@ func testExpiry(t *testing.T, kind string) {
 	wantEnded(t, err, orders.ErrHoldExpired)
 	_, _, err = s.Release(ctx, "early", orders.Keyed{}, nil)
 	wantEnded(t, err, orders.ErrHoldExpired)
-	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 4, Reserved: 6, Stocked: 10}) // not swept yet
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 4, Held: 6, Stocked: 10}) // not swept yet
 
 	clk.Add(5 * time.Second)
 	// I6: both are overdue past a grace of a second, neither within ten.
@@ -217,7 +217,7 @@ func testExpiry(t *testing.T, kind string) {
 	if err != nil || n != 2 || after["A-1"] != 7 {
 		t.Fatalf("expire: %d %v %v", n, after, err)
 	}
-	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 7, Reserved: 3, Stocked: 10})
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 7, Held: 3, Stocked: 10})
 	wantStatus(t, s, "kept", orders.HoldHeld)
 	// Swept once: a repeat (the same leader, a later grant) expires nothing more.
 	if n, _, err := s.Expire(ctx, ids, orders.Fences{"A-1": 3}, orders.Leader{Name: "sweeper", Token: 7}); err != nil || n != 0 {
@@ -232,7 +232,7 @@ func testExpiry(t *testing.T, kind string) {
 		t.Fatalf("a stale leader's purge: %v", err)
 	}
 	wantStatus(t, s, "kept", orders.HoldExpired)
-	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 7, Reserved: 3, Stocked: 10})
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 7, Held: 3, Stocked: 10})
 	if n, _, err := s.Expire(ctx, ids, orders.Fences{"A-1": 10}, orders.Leader{Name: "sweeper", Token: 8}); err != nil || n != 1 {
 		t.Fatalf("a newer leader: %d %v", n, err)
 	}
@@ -308,7 +308,7 @@ func testConfirmRacesExpiry(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	st, err := s.Stock(ctx, "A-1")
-	if err != nil || st.Sold != int64(confirmed) || st.Available != int64(holds-confirmed) || st.Reserved != 0 {
+	if err != nil || st.Sold != int64(confirmed) || st.Available != int64(holds-confirmed) || st.Held != 0 {
 		t.Fatalf("stock %+v (%v) after %d confirms", st, err, confirmed)
 	}
 	for _, id := range ids {

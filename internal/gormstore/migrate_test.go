@@ -68,7 +68,7 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 			if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{h}}, orders.Fences{"A-1": 5}); err != nil {
 				t.Fatal(err)
 			}
-			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 3, Reserved: 2, Sold: 5, Stocked: 10})
+			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 3, Held: 2, Sold: 5, Stocked: 10})
 			if a := mustAudit(t, s); !a.Consistent {
 				t.Fatalf("audit after a hold: %+v", a)
 			}

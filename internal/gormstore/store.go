@@ -14,8 +14,11 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Store implements orders.Store on a GORM database. Writes are in commit.go and
-// stock.go; this file holds the reads.
+// Store implements orders.Store on a GORM database. This file holds the reads.
+// The writes: commit.go places orders and holds, stock.go cancels and restocks,
+// holds.go confirms, releases, extends and expires holds, each through
+// counters.go's shift; records.go keeps the idempotency records, leader.go
+// checks the sweeper's lease, clock.go reads the database's time.
 type Store struct {
 	db      *gorm.DB
 	now     func() time.Time
@@ -79,64 +82,6 @@ func available(db *gorm.DB, skus []string) (map[string]int64, error) {
 	return out, nil
 }
 
-// Outcomes returns the idempotency records of the keys that have one.
-func (s *Store) Outcomes(ctx context.Context, keys []string) (map[string]orders.Record, error) {
-	db, cancel := s.conn(ctx)
-	defer cancel()
-	var rows []idempotencyRow
-	if err := db.Where("idem_key IN ?", keys).Find(&rows).Error; err != nil {
-		return nil, unavailable("read idempotency keys", err)
-	}
-	out := make(map[string]orders.Record, len(rows))
-	for _, r := range rows {
-		rec := orders.Record{Hash: r.Hash, CreatedAt: r.CreatedAt.UTC()}
-		if r.OrderID != nil {
-			rec.Outcome.OrderID = *r.OrderID
-		}
-		if r.HoldID != nil {
-			rec.Outcome.ReservationID = *r.HoldID
-		}
-		if r.ShortSKUs != "" {
-			rec.Outcome.ShortSKUs = strings.Split(r.ShortSKUs, ",")
-		}
-		out[r.Key] = rec
-	}
-	return out, nil
-}
-
-// Forget deletes the records of keys written before cutoff.
-func (s *Store) Forget(ctx context.Context, keys []string, cutoff time.Time) error {
-	db, cancel := s.conn(ctx)
-	defer cancel()
-	err := db.Where("idem_key IN ? AND created_at < ?", keys, cutoff.UTC()).Delete(&idempotencyRow{}).Error
-	return unavailable("forget idempotency keys", err)
-}
-
-// PurgeRecords deletes up to limit records written before cutoff, oldest first,
-// and returns how many it deleted. The keys are read first and deleted by key:
-// DELETE ... LIMIT is not portable.
-// The sweeper's lease (leader) is checked in the same transaction.
-func (s *Store) PurgeRecords(ctx context.Context, cutoff time.Time, limit int, leader orders.Leader) (int, error) {
-	n := 0
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		if err := s.lead(tx, leader); err != nil {
-			return err
-		}
-		var keys []string
-		if err := tx.Model(&idempotencyRow{}).Where("created_at < ?", cutoff.UTC()).Order("created_at").Limit(limit).
-			Pluck("idem_key", &keys).Error; err != nil {
-			return err
-		}
-		if len(keys) == 0 {
-			return nil
-		}
-		res := tx.Where("idem_key IN ? AND created_at < ?", keys, cutoff.UTC()).Delete(&idempotencyRow{})
-		n = int(res.RowsAffected)
-		return res.Error
-	})
-	return n, unavailable("purge idempotency records", err)
-}
-
 // Order returns one order with its lines.
 func (s *Store) Order(ctx context.Context, id string) (orders.Order, error) {
 	db, cancel := s.conn(ctx)
@@ -198,7 +143,7 @@ func (s *Store) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 }
 
 func (r skuRow) stock() orders.Stock {
-	return orders.Stock{SKU: r.SKU, Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked}
+	return orders.Stock{SKU: r.SKU, Available: r.Available, Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked}
 }
 
 // Stocks returns every SKU's counters, sorted by SKU.
@@ -241,13 +186,13 @@ func (s *Store) Recount(ctx context.Context) (map[string]orders.Stock, error) {
 }
 
 func recount(db *gorm.DB) (map[string]orders.Stock, error) {
-	var rows []orders.Stock
+	var rows []skuRow // the query's columns are the row's: Stock.Held is column reserved
 	if err := db.Raw(recountQuery).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make(map[string]orders.Stock, len(rows))
 	for _, r := range rows {
-		out[r.SKU] = r
+		out[r.SKU] = r.stock()
 	}
 	return out, nil
 }

@@ -338,7 +338,7 @@ func testCommit(t *testing.T, kind string) {
 		t.Fatalf("stale token: %v", err)
 	}
 	if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: order("b8", orders.Item{SKU: "A-1", Quantity: 1})}}}, nil); err != nil {
-		t.Fatalf("unfenced: %v", err)
+		t.Fatalf("without fences: %v", err)
 	}
 	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 0, Sold: 5, Stocked: 5})
 	if a := mustAudit(t, s); !a.Consistent {

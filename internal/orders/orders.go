@@ -1,5 +1,5 @@
 // Package orders is stockguard's domain: orders, stock, the errors callers can act
-// on, and the ports the use case needs (Store, Cache, Locker, Reserver, Observer).
+// on, and the ports the use case needs (Store, Cache, Locker, Counters, Observer).
 // It imports no database, cache, lock or HTTP package, and holds no use case:
 // that is package service; the adapters in other packages implement the ports.
 package orders
@@ -56,13 +56,13 @@ type Placed struct {
 }
 
 // Stock is what GET /v1/skus/{sku} shows, read from one row: stocked is all stock
-// ever added, reserved the units of live holds, sold the quantity in live
-// orders, and I1 says stocked == available + reserved + sold. The counters change
-// together, in the statement that changes the stock.
+// ever added, Held the units of live holds (reserved, in the API and the table),
+// sold the quantity in live orders, and I1 says stocked == available + reserved +
+// sold. The counters change together, in the statement that changes the stock.
 type Stock struct {
 	SKU       string `json:"sku"`
 	Available int64  `json:"available"`
-	Reserved  int64  `json:"reserved"`
+	Held      int64  `json:"reserved"`
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
 }
@@ -121,12 +121,12 @@ func (a Audit) WithHolds(h HoldAudit) Audit {
 func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
 	a := Audit{SKUs: make([]SKUAudit, 0, len(stocks)), Consistent: true, Deep: recounts != nil}
 	for _, s := range stocks {
-		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold+s.Reserved-s.Stocked),
-			Consistent: s.Stocked == s.Available+s.Reserved+s.Sold && s.Available >= 0 && s.Reserved >= 0}
+		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold+s.Held-s.Stocked),
+			Consistent: s.Stocked == s.Available+s.Held+s.Sold && s.Available >= 0 && s.Held >= 0}
 		if recounts != nil {
 			r := recounts[s.SKU]
 			sa.Recounted = &r
-			sa.Consistent = sa.Consistent && r.Stocked == s.Stocked && r.Sold == s.Sold && r.Reserved == s.Reserved
+			sa.Consistent = sa.Consistent && r.Stocked == s.Stocked && r.Sold == s.Sold && r.Held == s.Held
 		}
 		a.SKUs = append(a.SKUs, sa)
 		a.Oversold += sa.Oversold
@@ -137,8 +137,13 @@ func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
 
 // Fences are the fencing tokens of one grant of the per-SKU locks, by SKU. The
 // store refuses a write whose token is older than the last it committed for that
-// SKU (I3). Nil means a write without tokens (a lock that issues none, or none).
+// SKU (I3). Nil means a write without tokens (a lock that issues none, or no
+// lock): every SKU's token then reads NoFence.
 type Fences map[string]int64
+
+// NoFence is the token of a write without one: the store checks no token for
+// it. It is what nil Fences hold for every SKU; pkg/lock never issues it.
+const NoFence int64 = 0
 
 // Placement is one order, or one hold, on its way to the store, with its
 // idempotency key and request hash; for a refusal, Short names the SKUs that

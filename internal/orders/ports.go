@@ -107,13 +107,13 @@ type Grant interface {
 	Advance(ctx context.Context, sku string, past int64) error
 }
 
-// Reserver is redis-atomic's gate: stock counters in Redis, checked and
-// decremented for every line of an order at once.
-type Reserver interface {
-	// Reserve decrements every line's counter when all of them suffice. It returns
+// Counters are redis-atomic's gate: a stock counter per SKU in Redis, checked
+// and decremented for every line of an order at once.
+type Counters interface {
+	// Take decrements every line's counter when all of them suffice. It returns
 	// the SKUs whose counter is missing (nothing is decremented then), or else
 	// those short (nothing is decremented either).
-	Reserve(ctx context.Context, items []Item) (missing, short []string, err error)
+	Take(ctx context.Context, items []Item) (missing, short []string, err error)
 	// Seed sets the counters of SKUs that have none.
 	Seed(ctx context.Context, available map[string]int64) error
 	// Drop deletes counters, so that the next order seeds them from the database.

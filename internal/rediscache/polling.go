@@ -65,17 +65,18 @@ func (l *PollingLocker) WithLocks(ctx context.Context, skus []string, fn func(co
 	}
 	fctx, cancelWork := context.WithDeadline(ctx, deadline) // no renewal: the first lease bounds the work
 	defer cancelWork()
-	return fn(fctx, unfenced{})
+	return fn(fctx, noFence{})
 }
 
-// unfenced is the grant of a lock that issues no tokens.
-type unfenced struct{}
+// noFence is the grant of a lock that issues no tokens: nil Fences, whose
+// every token reads orders.NoFence.
+type noFence struct{}
 
-var _ orders.Grant = unfenced{}
+var _ orders.Grant = noFence{}
 
-func (unfenced) Fences() orders.Fences { return nil }
+func (noFence) Fences() orders.Fences { return nil }
 
 // Advance is never needed: without tokens the store fences nothing.
-func (unfenced) Advance(context.Context, string, int64) error {
+func (noFence) Advance(context.Context, string, int64) error {
 	return errors.New("lock-polling issues no fencing tokens to advance")
 }

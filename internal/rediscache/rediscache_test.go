@@ -11,7 +11,6 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/testenv"
-	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/redislease"
 )
 
@@ -68,47 +67,12 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 }
 
-func TestLockerSpeaksTheDomainsErrors(t *testing.T) {
-	env := testenv.NewRedis(t)
-	keys := redislease.Keys{Namespace: env.Namespace}
-	newLocker := func(wait time.Duration) *rediscache.Locker {
-		lc, err := redislease.NewClient(env.Client(t), &redislease.Options{Keys: keys}, &lock.Options{Wait: wait})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = lc.Close() })
-		return rediscache.NewLocker(lc, orders.DependencyRedis)
-	}
-	// a must get the free lock whatever the machine's load; b must not get it
-	// while a holds it, and need not wait long to find out.
-	a, b := newLocker(10*time.Second), newLocker(50*time.Millisecond)
-	ctx := context.Background()
-	mine := errors.New("mine")
-	err := a.WithLocks(ctx, []string{"A"}, func(ctx context.Context, g orders.Grant) error {
-		f := g.Fences()
-		if f["A"] <= 0 {
-			t.Errorf("no fencing token: %v", f)
-		}
-		if err := b.WithLocks(ctx, []string{"A"}, func(context.Context, orders.Grant) error { return nil }); !errors.Is(err, orders.ErrBusy) {
-			t.Errorf("while held elsewhere: %v, want ErrBusy", err)
-		}
-		committed := f["A"] + 1_000_000_000_000 // a store that has seen a larger token
-		if err := g.Advance(ctx, "A", committed); err != nil || g.Fences()["A"] <= committed {
-			t.Errorf("advance: %v, token %d; want one above %d", err, g.Fences()["A"], committed)
-		}
-		return mine
-	})
-	if !errors.Is(err, mine) {
-		t.Fatalf("fn's own error came back as %v", err)
-	}
-}
-
-func TestReserverDecrementsAllOrNothing(t *testing.T) {
+func TestCountersDecrementAllOrNothing(t *testing.T) {
 	r := testenv.NewRedis(t)
-	res := rediscache.NewReserver(r.Client(t), redislease.Keys{Namespace: r.Namespace}, time.Minute)
+	res := rediscache.NewCounters(r.Client(t), redislease.Keys{Namespace: r.Namespace}, time.Minute)
 	ctx := context.Background()
 	a, b := orders.Item{SKU: "A", Quantity: 2}, orders.Item{SKU: "B", Quantity: 1}
-	missing, short, err := res.Reserve(ctx, []orders.Item{a, b})
+	missing, short, err := res.Take(ctx, []orders.Item{a, b})
 	if err != nil || len(missing) != 2 || short != nil {
 		t.Fatalf("unseeded: missing %v short %v %v", missing, short, err)
 	}
@@ -118,23 +82,23 @@ func TestReserverDecrementsAllOrNothing(t *testing.T) {
 	if err := res.Seed(ctx, map[string]int64{"A": 100}); err != nil { // seeds only what is missing
 		t.Fatal(err)
 	}
-	if missing, short, err = res.Reserve(ctx, []orders.Item{a, b}); err != nil || missing != nil || short != nil {
-		t.Fatalf("reserve: %v %v %v", missing, short, err)
+	if missing, short, err = res.Take(ctx, []orders.Item{a, b}); err != nil || missing != nil || short != nil {
+		t.Fatalf("take: %v %v %v", missing, short, err)
 	}
-	if _, short, _ = res.Reserve(ctx, []orders.Item{a, {SKU: "C", Quantity: 1}}); short != nil {
+	if _, short, _ = res.Take(ctx, []orders.Item{a, {SKU: "C", Quantity: 1}}); short != nil {
 		t.Fatalf("C is missing, not short: %v", short)
 	}
-	if _, short, err = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}, b}); err != nil || len(short) != 1 || short[0] != "B" {
+	if _, short, err = res.Take(ctx, []orders.Item{{SKU: "A", Quantity: 1}, b}); err != nil || len(short) != 1 || short[0] != "B" {
 		t.Fatalf("B is out: short %v %v", short, err)
 	}
 	// Nothing was taken by the refusals: A still has its last unit.
-	if _, short, _ = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); short != nil {
+	if _, short, _ = res.Take(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); short != nil {
 		t.Fatalf("A's last unit: short %v", short)
 	}
 	if err := res.Drop(ctx, []string{"A"}); err != nil {
 		t.Fatal(err)
 	}
-	if missing, _, _ = res.Reserve(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); len(missing) != 1 {
+	if missing, _, _ = res.Take(ctx, []orders.Item{{SKU: "A", Quantity: 1}}); len(missing) != 1 {
 		t.Fatalf("dropped counter still there: %v", missing)
 	}
 }

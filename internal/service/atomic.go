@@ -32,11 +32,11 @@ func (a redisAtomic) place(ctx context.Context, p orders.Placement) result {
 		return r
 	}
 	skus := orders.SKUs(p.Order.Items)
-	short, err := s.reserve(ctx, p.Order.Items)
+	short, err := s.take(ctx, p.Order.Items)
 	if err != nil {
 		// The script may have run: the counters are dropped, to be seeded again.
-		s.log.WarnContext(ctx, "reservation in Redis failed; the database decides alone", "err", err)
-		s.dropReservations(ctx, skus)
+		s.log.WarnContext(ctx, "the counters' decrement in Redis failed; the database decides alone", "err", err)
+		s.dropCounters(ctx, skus)
 		return s.commitOne(ctx, p, nil)
 	}
 	if len(short) > 0 {
@@ -47,25 +47,25 @@ func (a redisAtomic) place(ctx context.Context, p orders.Placement) result {
 		}
 		refusal := orders.Shortage(p.Order.Items, have)
 		if refusal == nil {
-			s.dropReservations(ctx, skus)
+			s.dropCounters(ctx, skus)
 			return s.commitOne(ctx, p, nil)
 		}
 		return s.refuse(ctx, p, refusal)
 	}
 	r := s.commitOne(ctx, p, nil)
 	if r.placed == nil {
-		// Reserved, but not placed by this request (refused, failed, or a replay
+		// Taken from the counters, but not placed by this request (refused, failed, or a replay
 		// of the same key's first request): the counters are off by this order.
-		s.dropReservations(ctx, skus)
+		s.dropCounters(ctx, skus)
 	}
 	return r
 }
 
-// reserve runs the Lua gate, seeding missing counters from the database once.
-func (s *Service) reserve(ctx context.Context, items []orders.Item) ([]string, error) {
+// take runs the Lua gate, seeding missing counters from the database once.
+func (s *Service) take(ctx context.Context, items []orders.Item) ([]string, error) {
 	for range 2 {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
-		missing, short, err := s.reserver.Reserve(rctx, items)
+		missing, short, err := s.counters.Take(rctx, items)
 		cancel()
 		if err != nil || len(missing) == 0 {
 			return short, err
@@ -80,13 +80,13 @@ func (s *Service) reserve(ctx context.Context, items []orders.Item) ([]string, e
 			}
 		}
 		rctx, cancel = context.WithTimeout(ctx, s.cfg.OpTimeout)
-		err = s.reserver.Seed(rctx, available)
+		err = s.counters.Seed(rctx, available)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 	}
-	return nil, errors.New("reservation counters vanished twice")
+	return nil, errors.New("redis-atomic's counters vanished twice")
 }
 
 // unsafeRMW is unsafe, the control group: read the stock, wait, write back what

@@ -114,14 +114,14 @@ func (s *Service) afterFailure(ctx context.Context, skus []string, err error) {
 	s.deleteCache(ctx, skus)
 }
 
-// dropReservations makes redis-atomic's counters reload stock that came back.
-func (s *Service) dropReservations(ctx context.Context, skus []string) {
-	if s.reserver == nil {
+// dropCounters makes redis-atomic's counters reload stock that came back.
+func (s *Service) dropCounters(ctx context.Context, skus []string) {
+	if s.counters == nil {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	if err := s.reserver.Drop(cctx, skus); err != nil {
-		s.log.ErrorContext(ctx, "reservation counters not dropped; they are low until they expire", "skus", skus, "err", err)
+	if err := s.counters.Drop(cctx, skus); err != nil {
+		s.log.ErrorContext(ctx, "redis-atomic's counters not dropped; they are low until they expire", "skus", skus, "err", err)
 	}
 }

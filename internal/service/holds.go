@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,7 +35,7 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	h := &orders.Hold{TTL: ttl}
 	p := orders.Placement{
 		Order: orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)},
-		Hold:  h, Key: req.IdempotencyKey, Hash: hashOf("hold", ttl.String(), hashItems(items)),
+		Hold:  h, Key: req.IdempotencyKey, Hash: hashOf("hold", ttl.String(), hashOf(itemParts(items)...)),
 	}
 	r := s.placer.place(ctx, p)
 	switch {
@@ -45,7 +43,7 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 		s.refused(r.err)
 		return orders.Held{}, r.err
 	case r.replay != nil:
-		return s.replayHold(ctx, *r.replay)
+		return replayed(ctx, s, r, s.heldOf)
 	}
 	s.obs.HoldPlaced()
 	return orders.Held{Reservation: orders.Reservation{ID: p.Order.ID, Status: orders.HoldHeld, Items: items,
@@ -67,9 +65,9 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 			return orders.Placed{}, err
 		}
 	}
-	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("confirm", req.ID, hashItems(items))}
+	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("confirm", req.ID, hashOf(itemParts(items)...))}
 	if r, done := s.recorded(ctx, k); done {
-		return s.resolved(ctx, r)
+		return replayed(ctx, s, r, s.placedOf)
 	}
 	held, err := s.store.Reservation(ctx, req.ID)
 	if err != nil {
@@ -85,20 +83,9 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
 	skus := orders.SKUs(held.Items)
 	var placed orders.Order
-	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
-		var after map[string]int64
-		err := s.fenced(ctx, g, func(fences orders.Fences) error {
-			var err error
-			placed, after, err = s.store.Confirm(ctx, orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}, fences)
-			return err
-		})
-		if err != nil {
-			s.afterFailure(ctx, skus, err)
-			return err
-		}
-		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
-		return nil
+	err = s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
+		placed, after, err = s.store.Confirm(ctx, orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}, fences)
+		return after, err
 	})
 	var ended *orders.HoldEndedError
 	switch {
@@ -107,7 +94,7 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 		return orders.Placed{Order: placed}, nil
 	case errors.Is(err, orders.ErrIdempotencyConflict):
 		if r, done := s.recorded(ctx, k); done {
-			return s.resolved(ctx, r)
+			return replayed(ctx, s, r, s.placedOf)
 		}
 	case errors.As(err, &ended) && ended.Status == orders.HoldConfirmed:
 		return s.confirmedAlready(ctx, held, items, err)
@@ -138,7 +125,7 @@ func (s *Service) confirmedAlready(ctx context.Context, held orders.Reservation,
 func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
 	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("release", req.ID)}
 	if r, done := s.recorded(ctx, k); done {
-		return s.resolvedHold(ctx, r)
+		return replayed(ctx, s, r, s.heldOf)
 	}
 	held, err := s.store.Reservation(ctx, req.ID)
 	if err != nil {
@@ -149,24 +136,13 @@ func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.He
 	}
 	skus := orders.SKUs(held.Items)
 	var out orders.Reservation
-	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
-		var after map[string]int64
-		err := s.fenced(ctx, g, func(fences orders.Fences) error {
-			var err error
-			out, after, err = s.store.Release(ctx, req.ID, k, fences)
-			return err
-		})
-		if err != nil {
-			s.afterFailure(ctx, skus, err)
-			return err
-		}
-		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
-		return nil
+	err = s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
+		out, after, err = s.store.Release(ctx, req.ID, k, fences)
+		return after, err
 	})
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
 		if r, done := s.recorded(ctx, k); done {
-			return s.resolvedHold(ctx, r)
+			return replayed(ctx, s, r, s.heldOf)
 		}
 	}
 	if err != nil {
@@ -185,12 +161,12 @@ func (s *Service) Extend(ctx context.Context, req orders.HoldAction) (orders.Hel
 	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
 	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("extend", req.ID, ttl.String())}
 	if r, done := s.recorded(ctx, k); done {
-		return s.resolvedHold(ctx, r)
+		return replayed(ctx, s, r, s.heldOf)
 	}
 	out, moved, err := s.store.Extend(ctx, req.ID, ttl, k)
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
 		if r, done := s.recorded(ctx, k); done {
-			return s.resolvedHold(ctx, r)
+			return replayed(ctx, s, r, s.heldOf)
 		}
 	}
 	if err != nil {
@@ -210,46 +186,6 @@ func endedOf(r orders.Reservation) *orders.HoldEndedError {
 		return nil
 	}
 	return &orders.HoldEndedError{ID: r.ID, Status: r.Status, OrderID: r.OrderID}
-}
-
-// replayHold answers a hold's key from its record: the hold as it is now, or
-// the refusal.
-func (s *Service) replayHold(ctx context.Context, o orders.Outcome) (orders.Held, error) {
-	if len(o.ShortSKUs) > 0 {
-		return orders.Held{}, s.replayedShortage(ctx, o.ShortSKUs)
-	}
-	r, err := s.store.Reservation(ctx, o.ReservationID)
-	if err != nil {
-		return orders.Held{}, fmt.Errorf("replay: %w", err)
-	}
-	return orders.Held{Reservation: r, Replayed: true}, nil
-}
-
-// resolved answers a confirm from its key's record.
-func (s *Service) resolved(ctx context.Context, r result) (orders.Placed, error) {
-	if r.err != nil {
-		return orders.Placed{}, r.err
-	}
-	return s.replay(ctx, *r.replay)
-}
-
-// resolvedHold answers a release or an extension from its key's record.
-func (s *Service) resolvedHold(ctx context.Context, r result) (orders.Held, error) {
-	if r.err != nil {
-		return orders.Held{}, r.err
-	}
-	return s.replayHold(ctx, *r.replay)
-}
-
-// hashOf is the hash of a request made of parts; the first names its kind, so
-// that a key used for one kind of request is a mismatch for another.
-func hashOf(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // orDefault returns v, or def when v is zero.

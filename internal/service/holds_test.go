@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/skulock"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/redislease"
@@ -139,8 +139,8 @@ func TestHoldsNeverOversellAndEndOnce(t *testing.T) {
 		a := mustAudit(t, reps[0])
 		var sold int64
 		for _, s := range a.SKUs {
-			if s.Reserved != 0 {
-				t.Errorf("%s: %d units still reserved after the sweep", s.SKU, s.Reserved)
+			if s.Held != 0 {
+				t.Errorf("%s: %d units still reserved after the sweep", s.SKU, s.Held)
 			}
 			sold += s.Sold
 		}
@@ -221,7 +221,7 @@ func TestHoldIdempotency(t *testing.T) {
 		if _, err := r.svc.Confirm(ctx, orders.ConfirmRequest{ID: id, Items: []orders.Item{}}); !errors.Is(err, orders.ErrInvalid) {
 			t.Fatalf("a confirm of an empty list: %v, want invalid", err)
 		}
-		if st, _ := r.svc.Stock(ctx, "A"); st.Sold != 0 || st.Reserved != 2 {
+		if st, _ := r.svc.Stock(ctx, "A"); st.Sold != 0 || st.Held != 2 {
 			t.Fatalf("after a refused empty confirm: %+v", st)
 		}
 		c1, err := r.svc.Confirm(ctx, orders.ConfirmRequest{ID: id, IdempotencyKey: "c1"})
@@ -250,7 +250,7 @@ func TestHoldIdempotency(t *testing.T) {
 		if _, err := r.svc.Release(ctx, orders.HoldAction{ID: h2.Reservation.ID}); !errors.Is(err, orders.ErrHoldReleased) {
 			t.Fatalf("a second release without the key: %v", err)
 		}
-		if st, _ := r.svc.Stock(ctx, "A"); st.Available != 3 || st.Sold != 2 || st.Reserved != 0 {
+		if st, _ := r.svc.Stock(ctx, "A"); st.Available != 3 || st.Sold != 2 || st.Held != 0 {
 			t.Fatalf("stock %+v", st)
 		}
 	})
@@ -282,7 +282,7 @@ func TestStaleSweeperIsRefused(t *testing.T) {
 	if got := r.obs.sweepRefused.Load(); got != 1 {
 		t.Fatalf("%d refusals counted, want 1", got)
 	}
-	if st, _ := r.svc.Stock(ctx, "A"); st.Reserved != 1 || st.Available != 4 {
+	if st, _ := r.svc.Stock(ctx, "A"); st.Held != 1 || st.Available != 4 {
 		t.Fatalf("stock %+v after a refused sweep", st)
 	}
 }
@@ -318,7 +318,7 @@ func TestSweeperLeadsOncePerCluster(t *testing.T) {
 			events <- event{i, b}
 		}
 		r.obs.onExpired = func(n int) { expired <- n }
-		r.deps.Leader = rediscache.NewLocker(lc, orders.DependencyRedis)
+		r.deps.Leader = skulock.NewLocker(lc, orders.DependencyRedis)
 		r.svc = service.New(service.Config{SweepInterval: w.sweep}, r.deps, slog.New(slog.NewTextHandler(io.Discard, nil)), w.clock.Now)
 		ctx, stop := context.WithCancel(context.Background())
 		stops = append(stops, stop)
@@ -361,7 +361,7 @@ func TestSweeperLeadsOncePerCluster(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the hold was not swept in 15s")
 	}
-	if st, _ := reps[0].svc.Stock(ctx, "A"); st.Reserved != 0 || st.Available != 5 {
+	if st, _ := reps[0].svc.Stock(ctx, "A"); st.Held != 0 || st.Available != 5 {
 		t.Fatalf("stock %+v after the sweep", st)
 	}
 	stops[first.replica]()

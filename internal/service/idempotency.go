@@ -2,7 +2,11 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -89,6 +93,71 @@ func (s *Service) recorded(ctx context.Context, k orders.Keyed) (result, bool) {
 		return result{}, false
 	}
 	return resolve(rec, k.Hash), true
+}
+
+// replayed answers a request from its key's record r (see recorded): the
+// mismatch, the refusal for stock it recorded, replayed, or what the key's
+// first request made (an order, a hold) as read reads it now.
+func replayed[T any](ctx context.Context, s *Service, r result, read func(context.Context, orders.Outcome) (T, error)) (T, error) {
+	var none T
+	switch {
+	case r.err != nil:
+		return none, r.err
+	case len(r.replay.ShortSKUs) > 0:
+		return none, s.replayedShortage(ctx, r.replay.ShortSKUs)
+	}
+	v, err := read(ctx, *r.replay)
+	if err != nil {
+		return none, fmt.Errorf("replay: %w", err)
+	}
+	return v, nil
+}
+
+// replayedShortage is a recorded refusal for stock, replayed with the SKUs'
+// available units as they are now (the record keeps the SKUs only); without
+// them when the database does not answer, as the refusal itself stands.
+func (s *Service) replayedShortage(ctx context.Context, skus []string) error {
+	refusal := &orders.InsufficientStockError{SKUs: skus}
+	if have, err := s.store.Available(ctx, skus); err == nil {
+		refusal.Available = make(map[string]int64, len(skus))
+		for _, sku := range skus {
+			refusal.Available[sku] = max(have[sku], 0)
+		}
+	}
+	return &orders.ReplayedError{Err: refusal}
+}
+
+// placedOf reads the order a record names, as a replay answers it.
+func (s *Service) placedOf(ctx context.Context, o orders.Outcome) (orders.Placed, error) {
+	order, err := s.store.Order(ctx, o.OrderID)
+	return orders.Placed{Order: order, Replayed: true}, err
+}
+
+// heldOf reads the hold a record names, as a replay answers it.
+func (s *Service) heldOf(ctx context.Context, o orders.Outcome) (orders.Held, error) {
+	r, err := s.store.Reservation(ctx, o.ReservationID)
+	return orders.Held{Reservation: r, Replayed: true}, err
+}
+
+// hashOf is the hash of a request made of parts, each ended by a 0 byte; the
+// first part names its kind (an order's has none: its lines alone), so that a
+// key used for one kind of request is a mismatch for another.
+func hashOf(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// itemParts are an order's lines as parts of its hash: SKU, quantity, SKU...
+func itemParts(items []orders.Item) []string {
+	out := make([]string, 0, 2*len(items))
+	for _, it := range items {
+		out = append(out, it.SKU, strconv.Itoa(it.Quantity))
+	}
+	return out
 }
 
 func resolve(rec orders.Record, hash string) result {

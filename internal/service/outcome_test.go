@@ -232,7 +232,7 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 			}
 
 			// 10 stocked: 1 + 2 (kb) sold, 1 held, the 2 of ka back.
-			if st, err := lw.direct.Stock(ctx, "A"); err != nil || st != (orders.Stock{SKU: "A", Available: 6, Reserved: 1, Sold: 3, Stocked: 10}) {
+			if st, err := lw.direct.Stock(ctx, "A"); err != nil || st != (orders.Stock{SKU: "A", Available: 6, Held: 1, Sold: 3, Stocked: 10}) {
 				t.Fatalf("stock %+v, %v; want 6 available, 1 reserved, 3 sold of 10", st, err)
 			}
 			a, err := lw.rep.svc.Audit(ctx, true)
@@ -244,7 +244,7 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 }
 
 // leaseEndingLocker runs fn, then says the lease was lost during it, as
-// rediscache's locker does when the lease ends while fn runs.
+// skulock's locker does when the lease ends while fn runs.
 type leaseEndingLocker struct{}
 
 func (leaseEndingLocker) WithLocks(ctx context.Context, skus []string, fn func(context.Context, orders.Grant) error) error {

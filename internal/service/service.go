@@ -10,16 +10,17 @@
 // (locked.go), Store.Commit.
 //
 // A hold (holds.go) takes the same path: it is an order whose units go to
-// reserved. Confirm and release take the hold's SKU locks and fence their
-// write, as Cancel does. The sweeper (purge.go) is the job that runs once per
-// cluster: every replica runs it, the holder of a leader lease works, and the
-// database checks the lease's token on each of its writes.
+// reserved. Every other write of stock (confirm, release, Cancel, restock and
+// set, the sweeper's expiry) is writeLocked's (fence.go): the SKUs' locks, the
+// fenced write, then the cache repaired or dropped. The sweeper (sweeper.go) is
+// the job that runs once per cluster: every replica runs it, the holder of a
+// leader lease works, and the database checks the lease's token on each of its
+// writes.
 package service
 
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ type Config struct {
 	LockTTL time.Duration
 }
 
-// Deps are what a Service runs on. Reserver is needed by redis-atomic only.
+// Deps are what a Service runs on. Counters are needed by redis-atomic only.
 // Leader is the lock of the sweeper's leader lease: one that issues fencing
 // tokens (Locker when nil).
 type Deps struct {
@@ -85,7 +86,7 @@ type Deps struct {
 	Cache    orders.Cache
 	Locker   orders.Locker
 	Leader   orders.Locker
-	Reserver orders.Reserver
+	Counters orders.Counters
 	Observer orders.Observer
 }
 
@@ -96,7 +97,7 @@ type Service struct {
 	cache    orders.Cache
 	locker   orders.Locker
 	leader   orders.Locker
-	reserver orders.Reserver
+	counters orders.Counters
 	obs      orders.Observer
 	log      *slog.Logger
 	now      func() time.Time
@@ -130,7 +131,7 @@ type result struct {
 // outside tests).
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
-	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, reserver: d.Reserver, obs: d.Observer,
+	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
 		log: log, now: now}
 	if s.leader == nil {
 		s.leader = s.locker
@@ -207,13 +208,13 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 	}
 	now := s.now()
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	r := s.placer.place(ctx, orders.Placement{Order: o, Key: req.IdempotencyKey, Hash: hashItems(items)})
+	r := s.placer.place(ctx, orders.Placement{Order: o, Key: req.IdempotencyKey, Hash: hashOf(itemParts(items)...)})
 	switch {
 	case r.err != nil:
 		s.refused(r.err)
 		return orders.Placed{}, r.err
 	case r.replay != nil:
-		return s.replay(ctx, *r.replay)
+		return replayed(ctx, s, r, s.placedOf)
 	}
 	s.obs.OrderPlaced()
 	return orders.Placed{Order: *r.placed}, nil
@@ -230,22 +231,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
 	}
 	skus := orders.SKUs(o.Items)
 	var out orders.Order
-	err = s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
-		var cancelled orders.Order
-		var after map[string]int64
-		err := s.fenced(ctx, g, func(fences orders.Fences) error {
-			var err error
-			cancelled, after, err = s.store.Cancel(ctx, id, fences, s.now().UTC())
-			return err
-		})
-		if err != nil {
-			s.afterFailure(ctx, skus, err)
-			return err
-		}
-		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
-		out = cancelled
-		return nil
+	err = s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
+		out, after, err = s.store.Cancel(ctx, id, fences, s.now().UTC())
+		return after, err
 	})
 	return out, err
 }
@@ -342,19 +330,10 @@ func (s *Service) stocking(ctx context.Context, sku string,
 ) (orders.Stock, bool, error) {
 	var created bool
 	var st orders.Stock // the cache's value and the answer
-	err := s.locker.WithLocks(ctx, []string{sku}, func(ctx context.Context, g orders.Grant) error {
-		err := s.fenced(ctx, g, func(fences orders.Fences) error {
-			var err error
-			st, created, err = write(ctx, fences[sku])
-			return err
-		})
-		if err != nil {
-			s.afterFailure(ctx, []string{sku}, err)
-			return err
-		}
-		s.setCache(ctx, map[string]int64{sku: st.Available}, g.Fences())
-		s.dropReservations(ctx, []string{sku})
-		return nil
+	err := s.writeLocked(ctx, []string{sku}, func(ctx context.Context, fences orders.Fences) (map[string]int64, error) {
+		var err error
+		st, created, err = write(ctx, fences[sku])
+		return map[string]int64{sku: st.Available}, err
 	})
 	if err != nil {
 		return orders.Stock{}, false, err
@@ -475,42 +454,6 @@ func (s *Service) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 // hold lines, and checks I7, at a cost that grows with history.
 func (s *Service) Audit(ctx context.Context, deep bool) (orders.Audit, error) {
 	return s.store.Audit(ctx, deep, s.cfg.SweepInterval+s.cfg.LockTTL)
-}
-
-func (s *Service) replay(ctx context.Context, o orders.Outcome) (orders.Placed, error) {
-	if len(o.ShortSKUs) > 0 {
-		return orders.Placed{}, s.replayedShortage(ctx, o.ShortSKUs)
-	}
-	order, err := s.store.Order(ctx, o.OrderID)
-	if err != nil {
-		return orders.Placed{}, fmt.Errorf("replay: %w", err)
-	}
-	return orders.Placed{Order: order, Replayed: true}, nil
-}
-
-// replayedShortage is a recorded refusal for stock, replayed with the SKUs'
-// available units as they are now (the record keeps the SKUs only); without
-// them when the database does not answer, as the refusal itself stands.
-func (s *Service) replayedShortage(ctx context.Context, skus []string) error {
-	refusal := &orders.InsufficientStockError{SKUs: skus}
-	if have, err := s.store.Available(ctx, skus); err == nil {
-		refusal.Available = make(map[string]int64, len(skus))
-		for _, sku := range skus {
-			refusal.Available[sku] = max(have[sku], 0)
-		}
-	}
-	return &orders.ReplayedError{Err: refusal}
-}
-
-func hashItems(items []orders.Item) string {
-	h := sha256.New()
-	for _, it := range items {
-		h.Write([]byte(it.SKU))
-		h.Write([]byte{0})
-		h.Write([]byte(strconv.Itoa(it.Quantity)))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // newID returns a sortable, unique order id: the time in milliseconds and 64

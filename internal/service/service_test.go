@@ -17,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/skulock"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/redislease"
@@ -143,7 +144,7 @@ func (w *world) replicaOf(t *testing.T, strategy orders.Strategy, locker orders.
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, 5*time.Second, 20*time.Second)
 	case orders.StrategyRedisAtomic:
-		deps.Reserver = rediscache.NewReserver(rdb, keys, time.Hour)
+		deps.Counters = rediscache.NewCounters(rdb, keys, time.Hour)
 	}
 	r.deps = deps
 	r.svc = service.New(service.Config{Strategy: strategy, SweepInterval: w.sweep}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), now)
@@ -159,7 +160,7 @@ func (w *world) locker(t *testing.T) orders.Locker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	return rediscache.NewLocker(lc, orders.DependencyRedis)
+	return skulock.NewLocker(lc, orders.DependencyRedis)
 }
 
 func forEachDatabase(t *testing.T, fn func(t *testing.T, kind string)) {

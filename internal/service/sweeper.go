@@ -174,20 +174,9 @@ func (s *Service) expire(ctx context.Context, holds []orders.Reservation, l orde
 	slices.Sort(skus)
 	skus = slices.Compact(skus)
 	var n int
-	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
-		var after map[string]int64
-		err := s.fenced(ctx, g, func(fences orders.Fences) error {
-			var err error
-			n, after, err = s.store.Expire(ctx, ids, fences, l)
-			return err
-		})
-		if err != nil {
-			s.afterFailure(ctx, skus, err)
-			return err
-		}
-		s.setCache(ctx, after, g.Fences())
-		s.dropReservations(ctx, skus)
-		return nil
+	err := s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
+		n, after, err = s.store.Expire(ctx, ids, fences, l)
+		return after, err
 	})
 	if n > 0 {
 		s.obs.HoldsExpired(n)
