@@ -189,3 +189,47 @@ func TestDocMakeTargets(t *testing.T) {
 		t.Fatal("no make command found in the README and docs/: the parser is broken")
 	}
 }
+
+// goFile is an inline code span naming a Go or Lua file of the repository.
+var goFile = regexp.MustCompile(`^[A-Za-z0-9_./-]+\.(go|lua)$`)
+
+// TestDocSourceFilesExist: a Go or Lua file the pages name by its path exists,
+// and in the README's order path a file named alone (`slots.go`) is in the
+// folder of a file its step names by path, so that a move or a rename the pages
+// missed fails here, not in a reader's hands.
+func TestDocSourceFilesExist(t *testing.T) {
+	for _, page := range docPages(t) {
+		inPath := false
+		for i, line := range readMD(t, page).prose {
+			if h := mdHeading.FindStringSubmatch(line); h != nil {
+				inPath = page == "../README.md" && h[2] == "The order path"
+			}
+			var dirs, alone []string
+			for _, m := range inlineCode.FindAllStringSubmatch(line, -1) {
+				name := m[1]
+				if !goFile.MatchString(name) {
+					continue
+				}
+				if !strings.Contains(name, "/") {
+					alone = append(alone, name)
+					continue
+				}
+				dirs = append(dirs, filepath.Dir(name))
+				if _, err := os.Stat(filepath.Join("..", name)); err != nil {
+					t.Errorf("%s:%d: `%s` names no file of the repository", page, i+1, name)
+				}
+			}
+			if !inPath {
+				continue
+			}
+			for _, name := range alone {
+				if !slices.ContainsFunc(dirs, func(d string) bool {
+					_, err := os.Stat(filepath.Join("..", d, name))
+					return err == nil
+				}) {
+					t.Errorf("%s:%d: `%s` is in none of the folders its step names (%v)", page, i+1, name, dirs)
+				}
+			}
+		}
+	}
+}
