@@ -60,7 +60,7 @@ func init() {
 			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
 				var clients []redis.UniversalClient
 				for _, n := range nodes {
-					clients = append(clients, n.countedClient(b, writes))
+					clients = append(clients, countedClient(b, n, writes))
 				}
 				be, err := redlock.New(clients, &redlock.Options{Keys: redislease.Keys{Namespace: ns}})
 				if err != nil {

@@ -107,11 +107,11 @@ func countingDial(writes *atomic.Int64) func(ctx context.Context, network, addr 
 }
 
 // countedClient is a go-redis client of env whose writes are counted.
-func (r *testRedis) countedClient(b *testing.B, writes *atomic.Int64) *redis.Client {
-	opt := *r.opt
+func countedClient(b *testing.B, r *testRedis, writes *atomic.Int64) *redis.Client {
+	opt := r.Options()
 	opt.ContextTimeoutEnabled = true
 	opt.Dialer = countingDial(writes)
-	c := redis.NewClient(&opt)
+	c := redis.NewClient(opt)
 	b.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -125,7 +125,7 @@ func init() {
 		admin := env.Client(b)
 		return &benchEnv{
 			client: func(b *testing.B, writes *atomic.Int64) *lock.Client {
-				return newClient(b, env.countedClient(b, writes), env.Namespace, nil)
+				return newClient(b, countedClient(b, env, writes), env.Namespace, nil)
 			},
 			commands: func(ctx context.Context) (int64, error) { return commandCalls(ctx, admin) },
 			redis:    env,
@@ -185,7 +185,7 @@ func BenchmarkUncontended(b *testing.B) {
 			var rl *redislock.Client
 			var rlKey string
 			if env.redis != nil {
-				rl = redislock.New(env.redis.countedClient(b, new(atomic.Int64)))
+				rl = redislock.New(countedClient(b, env.redis, new(atomic.Int64)))
 				rlKey = redislease.Keys{Namespace: env.redis.Namespace}.Lock("B-1")
 			}
 			plain := func() {
@@ -270,7 +270,7 @@ func BenchmarkHotKey(b *testing.B) {
 				env := bb.open(b)
 				key := redislease.Keys{Namespace: env.redis.Namespace}.Lock("hot")
 				return env, func(b *testing.B, writes *atomic.Int64) func(context.Context, func()) error {
-					rl := redislock.New(env.redis.countedClient(b, writes))
+					rl := redislock.New(countedClient(b, env.redis, writes))
 					return func(ctx context.Context, cs func()) error {
 						lk, err := rl.Obtain(ctx, key, 10*time.Second, &redislock.Options{RetryStrategy: redislock.LinearBackoff(10 * time.Millisecond)})
 						if err != nil {
