@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"time"
 
@@ -34,6 +35,13 @@ type cluster struct {
 // extraEnv (NAME=value) added to their environment.
 func startCluster(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, s orders.Strategy,
 	prepare func() error, log *slog.Logger, extraEnv ...string) (*cluster, error) {
+	return startClusterFirst(ctx, o, bins, db, s, prepare, log, nil, extraEnv...)
+}
+
+// startClusterFirst is startCluster with firstEnv added to the first replica's
+// environment alone (a pprof listener needs an address of its own).
+func startClusterFirst(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, s orders.Strategy,
+	prepare func() error, log *slog.Logger, firstEnv []string, extraEnv ...string) (*cluster, error) {
 	// Each run starts on empty tables, so that none pays for another's rows.
 	if err := db.WithContext(ctx).Exec("TRUNCATE " + benchTables).Error; err != nil {
 		return nil, fmt.Errorf("truncate: %w", err)
@@ -47,7 +55,11 @@ func startCluster(ctx context.Context, o options, bins topology.Binaries, db *go
 	env := replicaEnv(o, s, c.ns, extraEnv...)
 	var backends []string
 	for i := range o.replicas {
-		cmd, u, err := topology.StartReplica(ctx, bins.Stockguard, env)
+		e := env
+		if i == 0 {
+			e = append(slices.Clone(env), firstEnv...)
+		}
+		cmd, u, err := topology.StartReplica(ctx, bins.Stockguard, e)
 		if err != nil {
 			c.stop(ctx, o.redisURL, log)
 			return nil, fmt.Errorf("replica %d: %w", i, err)

@@ -138,6 +138,15 @@ func (m cpuMeter) read() (CPU, error) {
 	return c, err
 }
 
+// memory reads each replica's resident set by kind.
+func (m cpuMeter) memory() []Memory {
+	mem := make([]Memory, len(m.replicas))
+	for i, pid := range m.replicas {
+		mem[i] = readMemory(m.proc, pid)
+	}
+	return mem
+}
+
 // postgres sums every postgres process's CPU time, with the postmaster's reaped
 // children.
 func (m cpuMeter) postgres() (float64, error) {
@@ -171,10 +180,12 @@ func (m cpuMeter) postgres() (float64, error) {
 
 func secs(ticks int64) float64 { return float64(ticks) / clockTicks }
 
-// cpuSample is a reading of the meter and when it was taken.
+// cpuSample is a reading of the meter and when it was taken, with each
+// replica's memory then.
 type cpuSample struct {
 	at  time.Time
 	cpu CPU
+	mem []Memory
 }
 
 // sampler reads a meter every interval until stopped, so that the CPU of a
@@ -194,12 +205,13 @@ func startSampler(m cpuMeter) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
 	take := func() {
 		c, err := m.read()
+		mem := m.memory()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err != nil && s.err == nil {
 			s.err = err
 		}
-		s.samples = append(s.samples, cpuSample{at: time.Now(), cpu: c})
+		s.samples = append(s.samples, cpuSample{at: time.Now(), cpu: c, mem: mem})
 	}
 	take()
 	go func() {

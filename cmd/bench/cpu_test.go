@@ -72,9 +72,9 @@ func TestCPUBetweenInterpolates(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	samples := []cpuSample{
-		{at(0), CPU{Replicas: 1}},
-		{at(100), CPU{Replicas: 2, Postgres: 1}},
-		{at(200), CPU{Replicas: 4, Postgres: 1}},
+		{at: at(0), cpu: CPU{Replicas: 1}},
+		{at: at(100), cpu: CPU{Replicas: 2, Postgres: 1}},
+		{at: at(200), cpu: CPU{Replicas: 4, Postgres: 1}},
 	}
 	cases := []struct {
 		from, to int

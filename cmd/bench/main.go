@@ -107,7 +107,8 @@ type options struct {
 	soakOrders  int64
 	soakStep    int64
 	soakVUs     int
-	command     string // as typed, for the report
+	cpuProfile  time.Duration // 0: no CPU profile
+	command     string        // as typed, for the report
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -138,6 +139,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
 	fs.Int64Var(&o.soakStep, "soak-step", 100_000, "the soak's step: orders/s and p99 per this many orders")
 	fs.IntVar(&o.soakVUs, "soak-vus", 64, "VUs of the soak")
+	fs.DurationVar(&o.cpuProfile, "cpu-profile", 10*time.Second, fmt.Sprintf("the CPU profile of one replica of the default strategy under the hot SKU at %d VUs, "+
+		"in a run of its own after the points of its first round, written to the -out folder with its top 20; 0 turns it off", profileVUs))
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
 	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
 		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Soak section and chart from a soak.json)")

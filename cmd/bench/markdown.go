@@ -64,17 +64,17 @@ at the start and end of each run's load phase; Redis commands are the server's
 PostgreSQL assigned, over the whole run (its seeding and audit included). All three are
 summed over every VU count and round of the workload and divided by the orders accepted.
 The balancer and the generator are not counted: they are the client's side.
-
+%s
 ![CPU per accepted order](%s/cpu.png)
 
 ## Safety and memory
 
-| strategy | sell-out: sold / oversold | peak RSS per replica |
-|---|---:|---:|
-`, o.out)
+| strategy | sell-out: sold / oversold | peak RSS per replica | peak RssAnon per replica (its RssFile then) |
+|---|---:|---:|---:|
+`, r.profileNote(o.out), o.out)
 	for _, s := range r.strategies() {
 		sell := r.Sellout[s]
-		fmt.Fprintf(w, "| %s | %d / %d | %.1f MiB |\n", s, sell.Accepted, sell.Oversold, float64(r.RSS[s])/(1<<20))
+		fmt.Fprintf(w, "| %s | %d / %d | %.1f MiB | %s |\n", s, sell.Accepted, sell.Oversold, float64(r.RSS[s])/(1<<20), fmtMemory(r.Memory[s]))
 	}
 	fmt.Fprintln(w)
 	if r.Holds != nil {
@@ -109,16 +109,33 @@ The balancer and the generator are not counted: they are the client's side.
   so its batches are as large there as on one SKU; what it pays instead is the union's
   locks (a batch at 256 VUs locks dozens of SKUs) and one guarded UPDATE per SKU in the
   batch's transaction.
-- Peak RSS is each replica's VmHWM. 38-48 MiB of it is the binary's own pages (RssFile):
-  the kernel keeps the 48.5 MB file in the page cache as large folios and maps each
-  whole on the first touch, so the whole binary counts, at rest already (one copy for all
-  the replicas of a machine). The one binary carries three database drivers, SQLite in
-  C, an embedded Redis, etcd's gRPC client, the Azure SDK, gin and Prometheus. The rest is
-  the Go runtime's (RssAnon, 19-26 MiB under 256 VUs): a 7-8 MiB live heap, goroutine
-  stacks and GC metadata, with the heap let to grow to twice what is live.
+- Peak RSS is each replica's VmHWM, the peak of its whole life. The kernel keeps no peak
+  of its parts, so `+"`RssAnon`"+` and `+"`RssFile`"+` are sampled from `+"`/proc/<pid>/status`"+`
+  every 100 ms over each run's load phase: the table gives the highest RssAnon a replica
+  reached, with its RssFile at that moment. RssFile is mostly the binary's own pages:
+  the kernel keeps the file in the page cache as large folios and maps each whole on the
+  first touch, so the whole binary counts, at rest already (one copy for all the
+  replicas of a machine). The one binary carries three database drivers, SQLite in C, an
+  embedded Redis, etcd's gRPC client, the Azure SDK, gin and Prometheus. RssAnon is the
+  Go runtime's: the live heap, goroutine stacks and GC metadata, with the heap let to
+  grow to twice what is live.
 `)
 	fmt.Fprintf(w, "\nProfile %q: %d VU counts %s, %d workloads, %d strategies.\n", r.Profile.Name, len(r.Profile.VUs),
 		strings.Trim(fmt.Sprint(r.Profile.VUs), "[]"), len(o.workloads), len(r.strategies()))
+}
+
+// profileNote links the CPU profile and its top 20 when the run took one.
+func (r *Results) profileNote(out string) string {
+	p := r.CPUProfile
+	if p == nil {
+		return ""
+	}
+	file := out + "/" + p.File
+	return fmt.Sprintf(`
+The CPU profile of one replica of %s on the %s workload at %d VUs, over %d s of a run of its
+own (%.0f orders/s, %.0f µs of CPU per order in that run): [%s](%s), its top 20 by flat
+time in [%s](%s). Open it with `+"`go tool pprof -http=: %s`"+`.
+`, p.Strategy, p.Workload, p.VUs, p.Seconds, p.OrdersPerSec, 1e6*p.CPUPerOrder, file, file, out+"/"+p.Top, out+"/"+p.Top, file)
 }
 
 func fmtList(xs []float64) string {

@@ -51,6 +51,9 @@ type Run struct {
 	DBWriteTxs   int64   `json:"db_write_transactions"`
 	// CPU is what the replicas, Redis and PostgreSQL spent over the load phase.
 	CPU CPU `json:"cpu"`
+	// Memory is the highest RssAnon a replica reached over the load phase, with
+	// its RssFile then (absent from results written before it was measured).
+	Memory Memory `json:"memory,omitzero"`
 	// The load phase, when the load generator's summary says.
 	started, ended time.Time
 }
@@ -106,7 +109,7 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 	var err error
 
 	res := &Results{Profile: o.profile, Replicas: o.replicas, Default: string(orders.DefaultStrategy),
-		RSS: map[string]int64{}, Sellout: map[string]Run{}}
+		RSS: map[string]int64{}, Memory: map[string]Memory{}, Sellout: map[string]Run{}}
 	res.Machine = machine(ctx, db, rdb)
 	if o.only() {
 		if o.holds == "only" {
@@ -159,6 +162,10 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 				res.Sellout[string(s)] = *b.sellout
 			}
 			res.RSS[string(s)] = max(res.RSS[string(s)], b.peakRSS)
+			res.Memory[string(s)] = res.Memory[string(s)].higher(b.memory)
+			if b.profile != nil {
+				res.CPUProfile = b.profile
+			}
 		}
 	}
 	if o.holds == "on" {
@@ -189,6 +196,8 @@ type block struct {
 	ceiling []Run // the default strategy's turns only
 	sellout *Run  // the first round only
 	peakRSS int64
+	memory  Memory      // the highest RssAnon of the metered runs
+	profile *CPUProfile // the default strategy's first round only, when asked for
 }
 
 // ceilingPath is the trivial endpoint of the ceiling runs: no lock, no
@@ -201,7 +210,19 @@ const ceilingPath = "/healthz"
 // ceiling at each VU count.
 func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
 	s orders.Strategy, round int, log *slog.Logger, tick func()) (b block, err error) {
-	c, err := startCluster(ctx, o, bins, db, s, nil, log)
+	// One replica of the default strategy serves pprof in the first round, for
+	// the CPU profile taken after the points.
+	profile := s == orders.DefaultStrategy && round == 0 && o.cpuProfile > 0 &&
+		slices.ContainsFunc(o.workloads, func(w Workload) bool { return w.Name == "hot" })
+	var pprofAddr string
+	var firstEnv []string
+	if profile {
+		if pprofAddr, err = freeLoopbackAddr(); err != nil {
+			return b, err
+		}
+		firstEnv = []string{"STOCKGUARD_PPROF_ADDR=" + pprofAddr}
+	}
+	c, err := startClusterFirst(ctx, o, bins, db, s, nil, log, firstEnv)
 	if err != nil {
 		return b, err
 	}
@@ -238,7 +259,19 @@ func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *go
 			log.Info("run", "strategy", s, "round", round+1, "workload", w.Name, "vus", vus, "orders/s", int(r.OrdersPerSec),
 				"p99_ms", r.P99, "cpu_us_per_order", int(r.CPUPerOrder()*1e6), "oversold", r.Oversold, "consistent", r.Consistent)
 			b.runs = append(b.runs, r)
+			b.memory = b.memory.higher(r.Memory)
 		}
+	}
+	if profile {
+		// A run of its own, not among the points: its length is the profile's.
+		p, r, err := profiledRun(ctx, meter, bins.Loadtest, c.lb.URL, rdb, db, workloads[0], profileVUs, o.cpuProfile, string(s), pprofAddr, o.out)
+		if err != nil {
+			return b, fmt.Errorf("cpu profile: %w", err)
+		}
+		log.Info("cpu profile", "strategy", s, "workload", p.Workload, "vus", p.VUs, "seconds", p.Seconds,
+			"file", filepath.Join(o.out, p.File), "orders/s", int(p.OrdersPerSec), "cpu_us_per_order", int(1e6*p.CPUPerOrder))
+		b.profile = p
+		b.memory = b.memory.higher(r.Memory)
 	}
 	if s == orders.DefaultStrategy {
 		for _, vus := range o.profile.VUs {
@@ -259,6 +292,7 @@ func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *go
 		}
 		log.Info("sell-out", "strategy", s, "sold", sell.Accepted, "oversold", sell.Oversold, "consistent", sell.Consistent)
 		b.sellout = &sell
+		b.memory = b.memory.higher(sell.Memory)
 	}
 	for _, p := range c.procs {
 		b.peakRSS = max(b.peakRSS, vmHWM(p.Process.Pid))
@@ -284,6 +318,7 @@ func meteredRun(ctx context.Context, m cpuMeter, bin, baseURL string, rdb *redis
 		from, to = r.started, r.ended
 	}
 	r.CPU = cpuBetween(samples, from, to)
+	r.Memory = peakMemory(samples, from, to)
 	return r, nil
 }
 

@@ -35,11 +35,17 @@ type Results struct {
 	Ceiling     []Ceiling        `json:"ceiling"`
 	Sellout     map[string]Run   `json:"sellout"`
 	RSS         map[string]int64 `json:"peak_rss_bytes"`
-	Points      []Point          `json:"points"`
-	Costs       []Cost           `json:"costs"`
-	Targets     []Target         `json:"targets"`
-	Holds       *HoldsResults    `json:"holds,omitempty"`
-	Locks       *LocksResults    `json:"locks,omitempty"`
+	// Memory is, per strategy, the highest RssAnon a replica reached in a
+	// metered run, with its RssFile then.
+	Memory map[string]Memory `json:"peak_rss_anon,omitempty"`
+	// CPUProfile is the profile of one replica of the default strategy, taken
+	// in a run of its own; nil when not asked for.
+	CPUProfile *CPUProfile   `json:"cpu_profile,omitempty"`
+	Points     []Point       `json:"points"`
+	Costs      []Cost        `json:"costs"`
+	Targets    []Target      `json:"targets"`
+	Holds      *HoldsResults `json:"holds,omitempty"`
+	Locks      *LocksResults `json:"locks,omitempty"`
 }
 
 // Point is the medians of the runs of one strategy, workload and VU count.
@@ -338,6 +344,19 @@ func (r *Results) judge() []Target {
 	}
 	ts = append(ts, Target{What: "every replica's peak RSS under 64 MiB", Figure: fmt.Sprintf("%.1f MiB at most (%s)", float64(peak)/(1<<20), who),
 		Pass: peak > 0 && peak < 64<<20})
+	var anon Memory
+	who = ""
+	for s, m := range r.Memory {
+		if m.RssAnon > anon.RssAnon {
+			anon, who = m, s
+		}
+	}
+	figure := "not measured"
+	if anon.RssAnon > 0 {
+		figure = fmt.Sprintf("%s at most (%s)", fmtMemory(anon), who)
+	}
+	ts = append(ts, Target{What: "every replica's peak RssAnon under 40 MiB", Figure: figure,
+		Pass: anon.RssAnon > 0 && anon.RssAnon < 40<<20})
 	for _, s := range r.strategies() {
 		var over int64
 		consistent := true

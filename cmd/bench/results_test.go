@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,11 @@ import (
 func synthetic() *Results {
 	r := &Results{Profile: Profile{Name: "test", Duration: time.Second, Repeats: 2, VUs: []int{16, 256}},
 		Replicas: 3, Default: "lock-batch", PgBench: []float64{900, 1000, 1100},
-		RSS: map[string]int64{"lock-batch": 60 << 20, "db-atomic": 62 << 20}, Sellout: map[string]Run{}}
+		RSS:     map[string]int64{"lock-batch": 60 << 20, "db-atomic": 62 << 20},
+		Memory:  map[string]Memory{"lock-batch": {RssAnon: 24 << 20, RssFile: 36 << 20}, "db-atomic": {RssAnon: 41 << 20, RssFile: 20 << 20}},
+		Sellout: map[string]Run{},
+		CPUProfile: &CPUProfile{Strategy: "lock-batch", Workload: "hot", VUs: 64, Seconds: 10, File: "cpu-lock-batch-hot.pprof",
+			Top: "cpu-lock-batch-hot.txt", OrdersPerSec: 4000, CPUPerOrder: 300e-6}}
 	add := func(s string, vus int, ops, p99 []float64, cpu CPU) {
 		for i := range ops {
 			r.Runs = append(r.Runs, Run{Strategy: s, Round: i, Workload: "hot", VUs: vus, Accepted: int64(ops[i] * 10),
@@ -83,6 +88,7 @@ func TestJudgeMeetsAndMisses(t *testing.T) {
 		"hot, 256 VUs: the default's p99 under 100 ms":                                                                      true,
 		"hot: the default's CPU per accepted order (replicas, Redis, PostgreSQL) at most db-atomic's":                       true,
 		"every replica's peak RSS under 64 MiB":                                                                             true,
+		"every replica's peak RssAnon under 40 MiB":                                                                         false, // db-atomic's 41 MiB
 		"lock-batch: zero units oversold, I1 holds, in every run and the sell-out":                                          true,
 	}
 	for what, pass := range want {
@@ -113,9 +119,56 @@ func TestReportAndChartsFromResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| ceiling: GET /healthz |", "3200/s ±6%, p99 85 ms", "| lock-batch | hot | ", "cpu.png", "**miss**"} {
+	for _, want := range []string{"| ceiling: GET /healthz |", "3200/s ±6%, p99 85 ms", "| lock-batch | hot | ", "cpu.png", "**miss**",
+		"| lock-batch | 300 / 0 | 60.0 MiB | 24.0 MiB (RssFile 36.0 MiB) |",
+		"| every replica's peak RssAnon under 40 MiB | 41.0 MiB (RssFile 20.0 MiB) at most (db-atomic) | **miss** |",
+		"[" + o.out + "/cpu-lock-batch-hot.pprof](" + o.out + "/cpu-lock-batch-hot.pprof)",
+		"[" + o.out + "/cpu-lock-batch-hot.txt](" + o.out + "/cpu-lock-batch-hot.txt)",
+		"`go tool pprof -http=: " + o.out + "/cpu-lock-batch-hot.pprof`"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the report lacks %q", want)
 		}
+	}
+}
+
+// A results.json written before RssAnon and the CPU profile were measured still
+// renders: the new columns say they were not.
+func TestReportFromResultsBeforeMemoryAndProfile(t *testing.T) {
+	r := synthetic()
+	r.Memory, r.CPUProfile = nil, nil
+	for i := range r.Runs {
+		r.Runs[i].Memory = Memory{}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"peak_rss_anon"`, `"cpu_profile"`, `"memory":{`, `"rss_anon_bytes"`} {
+		if strings.Contains(string(b), key) {
+			t.Fatalf("an old results.json has no %s", key)
+		}
+	}
+	var old Results
+	if err := json.Unmarshal(b, &old); err != nil {
+		t.Fatal(err)
+	}
+	old.summarize()
+	dir := t.TempDir()
+	o := options{out: filepath.Join(dir, "out"), markdown: filepath.Join(dir, "BENCHMARKS.md"), workloads: workloads[:1]}
+	if err := old.write(o); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(o.markdown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| lock-batch | 300 / 0 | 60.0 MiB | " + fmtMiB(0) + " |",
+		"| every replica's peak RssAnon under 40 MiB | not measured | **miss** |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if strings.Contains(string(md), ".pprof") {
+		t.Error("the report links a profile that was not taken")
 	}
 }
