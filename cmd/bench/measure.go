@@ -217,7 +217,7 @@ func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *go
 	var pprofAddr string
 	var firstEnv []string
 	if profile {
-		if pprofAddr, err = freeLoopbackAddr(); err != nil {
+		if pprofAddr, err = freeLoopbackAddr(ctx); err != nil {
 			return b, err
 		}
 		firstEnv = []string{"STOCKGUARD_PPROF_ADDR=" + pprofAddr}

@@ -46,8 +46,9 @@ const profileLead = time.Second
 // freeLoopbackAddr is a loopback address with a port free now, for a replica's
 // pprof listener (its HTTP listener takes port 0, but nothing reports the
 // pprof listener's port back).
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeLoopbackAddr(ctx context.Context) (string, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("free port: %w", err)
 	}
