@@ -83,6 +83,9 @@ type LockPoint struct {
 	Consistent bool  `json:"consistent"`
 	// PeakRSS is the largest replica's peak resident set over the runs.
 	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
+	// Memory is the highest RssAnon a replica reached over the runs' load
+	// phases, with its RssFile then.
+	Memory Memory `json:"peak_rss_anon,omitzero"`
 }
 
 // lockBase is the lock service the others are compared with.
@@ -123,6 +126,7 @@ func lockPoints(runs []LockRun, services []string, wls []Workload) []LockPoint {
 				p.Oversold += r.Oversold
 				p.Consistent = p.Consistent && r.Consistent
 				p.PeakRSS = max(p.PeakRSS, r.PeakRSS)
+				p.Memory = p.Memory.higher(r.Memory)
 			}
 			if p.Runs == 0 {
 				continue
@@ -194,25 +198,25 @@ func (l *LocksResults) markdown(w io.Writer, out string) {
 	fmt.Fprintf(w, "%s\n\nMeasured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas behind the balancer, %d VUs, with the load generator of the strategies' runs (quantity 1, an Idempotency-Key on every order, no retries or cancels); each figure the median of %d runs of %s. The lock services take turns (%s, then again), each run on emptied tables (the lock table too), new replicas and a Redis namespace of their own, after a %s warm-up and ANALYZE; the ratios to %s are the medians of each round's ratio to the %s run of that round. **Read the ratios, not the absolute figures:** the machine has %d cores shared by the replicas, the balancer, the generator, Redis, PostgreSQL and whatever else runs on it (%s), and its disk moves absolute figures up to 2× between runs.\n\n",
 		locksHeading, l.Command, l.profileName(), l.When, l.Commit, l.Strategy, l.Replicas, l.VUs, l.Repeats, l.Duration,
 		strings.Join(l.run(), ", "), l.Warmup, lockBase, lockBase, l.Cores, l.loadNote())
-	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | CPU µs / order (of it, the lock service's) | Redis commands / order | DB write transactions / order | peak RSS per replica | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | CPU µs / order (of it, the lock service's) | Redis commands / order | DB write transactions / order | peak RSS per replica | peak RssAnon per replica (its RssFile then) | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, t := range l.titles() {
 		for _, s := range l.Services {
 			if s.NotRun != "" {
-				fmt.Fprintf(w, "| %s | %s | not run: %s | | | | | | | | |\n", t[1], s.Name, mdEscape(s.NotRun))
+				fmt.Fprintf(w, "| %s | %s | not run: %s | | | | | | | | | |\n", t[1], s.Name, mdEscape(s.NotRun))
 				continue
 			}
 			p, ok := l.point(t[0], s.Name)
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %s | %s | %s | %.2f | %.3f | %s | %d oversold, consistent: %v |\n", t[1], s.Name,
-				p.OrdersPerSec, p.P99, fmtRatio(p.Ratio), fmtRatio(p.P99Ratio), fmtCPU(p.CPU), p.RedisPerOrder, p.DBWritesPerOrder, fmtMiB(p.PeakRSS), p.Oversold, p.Consistent)
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %s | %s | %s | %.2f | %.3f | %s | %s | %d oversold, consistent: %v |\n", t[1], s.Name,
+				p.OrdersPerSec, p.P99, fmtRatio(p.Ratio), fmtRatio(p.P99Ratio), fmtCPU(p.CPU), p.RedisPerOrder, p.DBWritesPerOrder, fmtMiB(p.PeakRSS), fmtMemory(p.Memory), p.Oversold, p.Consistent)
 		}
 	}
 	if len(l.Points) == 0 {
 		for _, s := range l.Services {
 			if s.NotRun != "" {
-				fmt.Fprintf(w, "| — | %s | not run: %s | | | | | | | | |\n", s.Name, mdEscape(s.NotRun))
+				fmt.Fprintf(w, "| — | %s | not run: %s | | | | | | | | | |\n", s.Name, mdEscape(s.NotRun))
 			}
 		}
 	}
