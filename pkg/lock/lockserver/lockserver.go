@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -156,8 +157,54 @@ func (s *Server) Alive() bool {
 }
 
 // Pause stops the process with SIGSTOP: its connections stay open, nothing
-// answers on them.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+// answers on them. It returns once every thread of the process is stopped:
+// SIGSTOP lands
+// asynchronously, and a JVM thread still running just after kill(2) answered
+// a request in CI, on a busy machine.
+func (s *Server) Pause() {
+	s.signal(syscall.SIGSTOP)
+	if pid := s.Pid(); pid != 0 {
+		waitStopped(pid, 5*time.Second)
+	}
+}
+
+// waitStopped waits, up to bound, until every thread of pid is in the stopped
+// state ('T' or 't' in /proc/<pid>/task/<tid>/stat). Without /proc (not Linux)
+// or once the process is gone it returns at once.
+func waitStopped(pid int, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		if allStopped(pid) {
+			return
+		}
+		time.Sleep(time.Millisecond) // polling the kernel's state: nothing to wait on
+	}
+}
+
+// allStopped reports whether every thread of pid is stopped, or pid's threads
+// cannot be read (no /proc, or the process is gone).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command name, which is in parentheses and may
+		// hold spaces: "tid (comm) S ...".
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
