@@ -156,67 +156,6 @@ func (s *Store) live(tx *gorm.DB, id string) (holdRow, []holdLineRow, time.Time,
 	return row, lines, now, nil
 }
 
-// Confirm makes a held hold's units an order: the units confirmed move from
-// reserved to sold, the rest back to available, never checked against
-// available (they were set aside). It returns the order and the available stock.
-func (s *Store) Confirm(ctx context.Context, c orders.Confirmation, fences orders.Fences) (orders.Order, map[string]int64, error) {
-	var after map[string]int64
-	o := c.Order
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		row, lines, now, err := s.live(tx, c.HoldID)
-		if err != nil {
-			return err
-		}
-		confirm, err := confirmed(lines, o.Items)
-		if err != nil {
-			return err
-		}
-		o.Items, o.ReservationID = nil, c.HoldID
-		var ledger []ledgerRow
-		skus := make([]string, len(lines))
-		for i, l := range lines {
-			skus[i] = l.SKU
-			n := confirm[l.SKU]
-			if err := s.shift(tx, l.SKU, delta{available: l.Quantity - n, reserved: -l.Quantity, sold: n}, fences[l.SKU]); err != nil {
-				return err
-			}
-			if n > 0 {
-				o.Items = append(o.Items, orders.Item{SKU: l.SKU, Quantity: int(n)})
-			}
-			if l.Quantity > n {
-				ledger = append(ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity - n, Kind: kindRelease, HoldID: &row.ID,
-					Fence: fences[l.SKU], CreatedAt: stamp(now)})
-			}
-		}
-		if len(o.Items) == 0 {
-			return &orders.ValidationError{Fields: []orders.FieldError{{Field: "items", Message: "a confirm needs at least one unit"}}}
-		}
-		if err := s.endHold(tx, row.ID, orders.HoldConfirmed, now, &o.ID); err != nil {
-			return err
-		}
-		// The order's lines, with no sale in the ledger: available did not change.
-		orow, olines := orderRows(o)
-		if err := tx.Create(&orow).Error; err != nil {
-			return err
-		}
-		if err := createAll(tx, olines); err != nil {
-			return err
-		}
-		if err := createAll(tx, ledger); err != nil {
-			return err
-		}
-		if err := record(tx, c.Key, c.Hash, orders.Outcome{OrderID: o.ID}, s.now()); err != nil {
-			return err
-		}
-		after, err = available(tx, skus)
-		return err
-	})
-	if err != nil {
-		return orders.Order{}, nil, unavailable("confirm", conflict(err))
-	}
-	return o, after, nil
-}
-
 // confirmed is how many units of each SKU a confirm takes: all of them when
 // want is empty, else what want lists, at most what is held.
 func confirmed(lines []holdLineRow, want []orders.Item) (map[string]int64, error) {
@@ -244,32 +183,6 @@ func confirmed(lines []holdLineRow, want []orders.Item) (map[string]int64, error
 		return nil, &orders.ValidationError{Fields: errs}
 	}
 	return out, nil
-}
-
-// Release returns a held hold's units to available.
-func (s *Store) Release(ctx context.Context, id string, k orders.Keyed, fences orders.Fences) (orders.Reservation, map[string]int64, error) {
-	var r orders.Reservation
-	var after map[string]int64
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		row, lines, now, err := s.live(tx, id)
-		if err != nil {
-			return err
-		}
-		if after, err = s.returnUnits(tx, lines, fences, kindRelease, now); err != nil {
-			return err
-		}
-		if err := s.endHold(tx, id, orders.HoldReleased, now, nil); err != nil {
-			return err
-		}
-		if err := record(tx, k.Key, k.Hash, orders.Outcome{ReservationID: id}, s.now()); err != nil {
-			return err
-		}
-		ended := stamp(now)
-		row.Status, row.EndedAt = string(orders.HoldReleased), &ended
-		r = row.reservation(lines, now)
-		return nil
-	})
-	return r, after, unavailable("release", conflict(err))
 }
 
 // Extend moves a held hold's expiry to the database's time plus ttl, never
@@ -340,78 +253,6 @@ func linesOf(tx *gorm.DB, ids []string) (map[string][]holdLineRow, error) {
 		out[l.HoldID] = append(out[l.HoldID], l)
 	}
 	return out, nil
-}
-
-// Expire ends those of the holds ids that are still held and past their
-// expiry (a hold confirmed, released or extended meanwhile is left be), and
-// returns their units to available, under the sweeper's lease (leader) and the
-// per-SKU tokens (fences). It returns how many it expired and the available
-// stock after.
-func (s *Store) Expire(ctx context.Context, ids []string, fences orders.Fences, leader orders.Leader) (int, map[string]int64, error) {
-	var n int
-	var after map[string]int64
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		if err := s.lead(tx, leader); err != nil {
-			return err
-		}
-		now, err := s.clock(tx)
-		if err != nil {
-			return err
-		}
-		var due []string
-		if err := tx.Model(&holdRow{}).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-			Where("id IN ? AND status = ? AND expires_at <= ?", ids, orders.HoldHeld, now).Order("id").Pluck("id", &due).Error; err != nil {
-			return err
-		}
-		if len(due) == 0 {
-			return nil
-		}
-		byHold, err := linesOf(tx, due)
-		if err != nil {
-			return err
-		}
-		var lines []holdLineRow
-		for _, id := range due {
-			lines = append(lines, byHold[id]...)
-		}
-		if after, err = s.returnUnits(tx, lines, fences, kindExpire, now); err != nil {
-			return err
-		}
-		ended := stamp(now)
-		if err := tx.Model(&holdRow{}).Where("id IN ?", due).
-			Updates(map[string]any{"status": string(orders.HoldExpired), "ended_at": ended}).Error; err != nil {
-			return err
-		}
-		n = len(due)
-		return nil
-	})
-	return n, after, unavailable("expire holds", err)
-}
-
-// returnUnits moves the lines' units from reserved back to available, one
-// fenced update per SKU (in SKU order, as every writer locks rows), with a
-// ledger entry per line, and returns the available stock after.
-func (s *Store) returnUnits(tx *gorm.DB, lines []holdLineRow, fences orders.Fences, kind string, now time.Time) (map[string]int64, error) {
-	sum := map[string]int64{}
-	ledger := make([]ledgerRow, len(lines))
-	for i, l := range lines {
-		sum[l.SKU] += l.Quantity
-		ledger[i] = ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kind, HoldID: &lines[i].HoldID, Fence: fences[l.SKU], CreatedAt: stamp(now)}
-	}
-	skus := make([]string, 0, len(sum))
-	for sku := range sum {
-		skus = append(skus, sku)
-	}
-	slices.Sort(skus)
-	for _, sku := range skus {
-		if err := s.shift(tx, sku, delta{available: sum[sku], reserved: -sum[sku]}, fences[sku]); err != nil {
-			return nil, err
-		}
-	}
-	if err := createAll(tx, ledger); err != nil {
-		return nil, err
-	}
-	return available(tx, skus)
 }
 
 func (s *Store) endHold(tx *gorm.DB, id string, status orders.HoldStatus, now time.Time, orderID *string) error {

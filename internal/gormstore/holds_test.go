@@ -21,6 +21,7 @@ func TestHolds(t *testing.T) {
 			t.Run("expiry and the sweeper's lease", func(t *testing.T) { testExpiry(t, kind) })
 			t.Run("the database's clock", func(t *testing.T) { testDatabaseClock(t, kind) })
 			t.Run("confirm racing expiry", func(t *testing.T) { testConfirmRacesExpiry(t, kind) })
+			t.Run("many endings in one transaction", func(t *testing.T) { testEndMany(t, kind) })
 		})
 	}
 }
@@ -383,4 +384,75 @@ func TestAuditIsOneSnapshot(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// End decides each ending on its own, in order, in one transaction: a refusal
+// (a hold already ended, one not found, a bad confirm) writes nothing of its
+// own and leaves the others; a later ending of a hold sees an earlier one's
+// end; each SKU's counters change once by the sum; a stale fence fails them
+// all and writes nothing.
+func testEndMany(t *testing.T, kind string) {
+	s, clk := newHoldStore(t, kind)
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 10, 1)
+	mustRestock(t, s, "B-2", 10, 1)
+	for id, its := range map[string][]orders.Item{
+		"h1": {{SKU: "A-1", Quantity: 2}}, "h2": {{SKU: "A-1", Quantity: 1}, {SKU: "B-2", Quantity: 1}},
+		"h3": {{SKU: "B-2", Quantity: 3}}, "late": {{SKU: "A-1", Quantity: 1}},
+	} {
+		ttl := 10 * time.Minute
+		if id == "late" {
+			ttl = time.Second
+		}
+		if _, err := hold(s, id, ttl, nil, "", its...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Add(2 * time.Second) // late is past its expiry
+	es := []orders.Ending{
+		{Confirm: &orders.Confirmation{HoldID: "h1", Order: order("o1"), Key: "c1", Hash: "hc1"}},
+		{Release: &orders.Release{HoldID: "h1"}},                                                                    // confirmed just before
+		{Confirm: &orders.Confirmation{HoldID: "h3", Order: order("o3", orders.Item{SKU: "A-1", Quantity: 1})}},     // A-1 is not in h3
+		{Release: &orders.Release{HoldID: "h2", Keyed: orders.Keyed{Key: "r2", Hash: "hr2"}}},                       // released
+		{Confirm: &orders.Confirmation{HoldID: "late", Order: order("o4")}},                                         // past its expiry
+		{Confirm: &orders.Confirmation{HoldID: "nope", Order: order("o5")}},                                         // no such hold
+		{Confirm: &orders.Confirmation{HoldID: "h3", Order: order("o6", orders.Item{SKU: "B-2", Quantity: 2})}},     // 2 of 3
+		{Expire: &orders.Expiry{HoldIDs: []string{"h3", "late"}, Leader: orders.Leader{Name: "sweeper", Token: 1}}}, // h3 confirmed just before
+	}
+	// A token the database has seen fails the whole and writes nothing.
+	if _, _, err := s.End(ctx, es, orders.Fences{"A-1": 1, "B-2": 5}); !errors.Is(err, orders.ErrStaleFence) {
+		t.Fatalf("a stale token: %v", err)
+	}
+	wantStatus(t, s, "h1", orders.HoldHeld)
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 6, Held: 4, Stocked: 10})
+
+	out, after, err := s.End(ctx, es, orders.Fences{"A-1": 5, "B-2": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr := []error{nil, orders.ErrHoldConfirmed, orders.ErrInvalid, nil, orders.ErrHoldExpired, orders.ErrNotFound, nil, nil}
+	for i, want := range wantErr {
+		if (want == nil) != (out[i].Err == nil) || (want != nil && !errors.Is(out[i].Err, want)) {
+			t.Errorf("ending %d: %v; want %v", i, out[i].Err, want)
+		}
+	}
+	if fmt.Sprint(out[0].Order.Items) != "[{A-1 2}]" || fmt.Sprint(out[6].Order.Items) != "[{B-2 2}]" || out[7].Expired != 1 {
+		t.Errorf("confirmed %v and %v, expired %d", out[0].Order.Items, out[6].Order.Items, out[7].Expired)
+	}
+	if out[3].Reservation.Status != orders.HoldReleased {
+		t.Errorf("released %+v", out[3].Reservation)
+	}
+	// h1's 2 sold, h2's 1 and late's 1 back. B-2: h2's 1 back, h3's 2 sold and 1 back.
+	wantStock(t, s, orders.Stock{SKU: "A-1", Available: 8, Sold: 2, Stocked: 10})
+	wantStock(t, s, orders.Stock{SKU: "B-2", Available: 8, Sold: 2, Stocked: 10})
+	if after["A-1"] != 8 || after["B-2"] != 8 {
+		t.Errorf("after %v", after)
+	}
+	for id, want := range map[string]orders.HoldStatus{"h1": orders.HoldConfirmed, "h2": orders.HoldReleased, "h3": orders.HoldConfirmed, "late": orders.HoldExpired} {
+		wantStatus(t, s, id, want)
+	}
+	if recs, err := s.Outcomes(ctx, []string{"c1", "r2"}); err != nil || recs["c1"].Outcome.OrderID != "o1" || recs["r2"].Outcome.ReservationID != "h2" {
+		t.Errorf("records %+v %v", recs, err)
+	}
+	wantAudit(t, s)
 }

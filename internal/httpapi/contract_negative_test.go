@@ -787,25 +787,30 @@ func (s *acceptingStore) Reservation(_ context.Context, id string) (orders.Reser
 		CreatedAt: s.now(), ExpiresAt: s.now().Add(10 * time.Minute)}, nil
 }
 
-// Confirm confirms the units asked for, or every held unit when none are
-// named, as the real store does.
-func (s *acceptingStore) Confirm(ctx context.Context, c orders.Confirmation, _ orders.Fences) (orders.Order, map[string]int64, error) {
-	s.writes.Add(1)
-	o := c.Order
-	if len(o.Items) == 0 {
-		held, _ := s.Reservation(ctx, c.HoldID)
-		o.Items = held.Items
+// End ends each hold as the real store would: a confirm takes the units
+// asked for, or every held unit when none are named.
+func (s *acceptingStore) End(ctx context.Context, es []orders.Ending, _ orders.Fences) ([]orders.Ended, map[string]int64, error) {
+	out := make([]orders.Ended, len(es))
+	for i, e := range es {
+		switch {
+		case e.Confirm != nil:
+			s.writes.Add(1)
+			o := e.Confirm.Order
+			if len(o.Items) == 0 {
+				held, _ := s.Reservation(ctx, e.Confirm.HoldID)
+				o.Items = held.Items
+			}
+			o.ReservationID = e.Confirm.HoldID
+			out[i].Order = o
+		case e.Release != nil:
+			s.writes.Add(1)
+			r, _ := s.Reservation(ctx, e.Release.HoldID)
+			ended := s.now()
+			r.Status, r.EndedAt = orders.HoldReleased, &ended
+			out[i].Reservation = r
+		}
 	}
-	o.ReservationID = c.HoldID
-	return o, map[string]int64{"A-1": 1000}, nil
-}
-
-func (s *acceptingStore) Release(ctx context.Context, id string, _ orders.Keyed, _ orders.Fences) (orders.Reservation, map[string]int64, error) {
-	s.writes.Add(1)
-	r, _ := s.Reservation(ctx, id)
-	ended := s.now()
-	r.Status, r.EndedAt = orders.HoldReleased, &ended
-	return r, map[string]int64{"A-1": 1000}, nil
+	return out, map[string]int64{"A-1": 1000}, nil
 }
 
 func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duration, _ orders.Keyed) (orders.Reservation, bool, error) {
@@ -822,10 +827,6 @@ func (s *acceptingStore) Reservations(ctx context.Context, _ string, _ int) ([]o
 }
 
 func (s *acceptingStore) Expired(context.Context, int) ([]orders.Reservation, error) { return nil, nil }
-
-func (s *acceptingStore) Expire(context.Context, []string, orders.Fences, orders.Leader) (int, map[string]int64, error) {
-	return 0, nil, nil
-}
 
 func (s *acceptingStore) Audit(context.Context, bool, time.Duration) (orders.Audit, error) {
 	return orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil

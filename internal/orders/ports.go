@@ -54,23 +54,25 @@ type Store interface {
 	// first, read as Reservation reads one, from indexed rows only.
 	Reservation(ctx context.Context, id string) (Reservation, error)
 	Reservations(ctx context.Context, before string, limit int) ([]Reservation, error)
-	// Confirm, Release and Extend act on a hold that is held and, on the
-	// database's clock, not past its expiry, else fail with a *HoldEndedError.
-	// Confirm moves the units confirmed from reserved to sold (never checked
-	// against available) and the rest back to available, fenced, writes the
-	// order, and returns it and the available stock after. Each records its key
-	// in the same transaction (ErrIdempotencyConflict if recorded meanwhile).
-	Confirm(ctx context.Context, c Confirmation, fences Fences) (Order, map[string]int64, error)
-	Release(ctx context.Context, id string, k Keyed, fences Fences) (Reservation, map[string]int64, error)
-	// Extend moves the expiry to the database's time plus ttl, never earlier,
-	// and says whether it moved.
+	// End ends holds in one transaction, each Ending decided on its own: a
+	// confirm or release acts on a hold that is held and, on the database's
+	// clock, not past its expiry, else its Ended.Err is a *HoldEndedError; an
+	// expiry ends those of its holds still held and past their expiry (under the
+	// sweeper's lease: ErrStaleLeader). A confirm moves the units confirmed from
+	// reserved to sold (never checked against available) and the rest back to
+	// available; a release and an expiry return them. Each SKU's counters change
+	// once, fenced, by the sum of the endings; each ending records its key. A
+	// refusal of one ending writes nothing of it and leaves the others; a
+	// *StaleFenceError, ErrIdempotencyConflict (a key recorded meanwhile) or a
+	// failure of the database fails them all, and nothing is written. It
+	// returns one Ended per ending and the available stock after.
+	End(ctx context.Context, es []Ending, fences Fences) ([]Ended, map[string]int64, error)
+	// Extend moves a held hold's expiry to the database's time plus ttl, never
+	// earlier, and says whether it moved (a *HoldEndedError for a hold not held).
 	Extend(ctx context.Context, id string, ttl time.Duration, k Keyed) (Reservation, bool, error)
 	// Expired lists up to limit holds past their expiry and not yet swept, the
-	// earliest first; Expire ends those of ids still held and past their expiry,
-	// returning their units to available (fenced, and under the sweeper's lease),
-	// and returns how many it ended and the available stock after.
+	// earliest first.
 	Expired(ctx context.Context, limit int) ([]Reservation, error)
-	Expire(ctx context.Context, ids []string, fences Fences, leader Leader) (int, map[string]int64, error)
 	// Audit checks I1 on every SKU's counters (and, when deep, against their
 	// recount from the history), I6 on the holds (held past their expiry plus
 	// grace, on the database's clock) and, when deep, I7 (stray orders of

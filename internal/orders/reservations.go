@@ -132,6 +132,39 @@ type Confirmation struct {
 	Hash   string
 }
 
+// Ending is one way a hold ends, on its way to the store: exactly one of
+// Confirm, Release and Expire is set. lock-batch serves a batch's endings in
+// one transaction (Store.End), each decided on its own.
+type Ending struct {
+	Confirm *Confirmation
+	Release *Release
+	Expire  *Expiry
+}
+
+// Release is a release on its way to the store: the hold and the key's record.
+type Release struct {
+	HoldID string
+	Keyed
+}
+
+// Expiry is the sweeper's: the holds to end if they are still held and past
+// their expiry, under the sweeper's lease.
+type Expiry struct {
+	HoldIDs []string
+	Leader  Leader
+}
+
+// Ended is what the store made of one Ending.
+type Ended struct {
+	Order       Order       // a confirm's order
+	Reservation Reservation // a released hold, as it is now
+	Expired     int         // how many holds an expiry ended
+	// Err is why this ending was refused, with nothing of it written (a
+	// *HoldEndedError, ErrNotFound, a *ValidationError, ErrStaleLeader); the
+	// others of its transaction are not affected.
+	Err error
+}
+
 // Leader is the sweeper's lease as the store checks it: every write of the
 // sweeper carries the lease's token, and the store refuses one below the last
 // it saw for Name (a former leader, paused past its lease) with an error

@@ -13,8 +13,9 @@ import (
 // Holds. A hold is made as an order is, by the same strategy, in the same
 // batches and transactions (a hold is an order whose units go to reserved), so
 // it costs what an order costs. Confirm and release change stock, so they take
-// the hold's per-SKU locks and fence their write as a cancel does; an extension
-// changes no stock and takes none. The store decides each on the database's
+// the hold's per-SKU locks and fence their write as a cancel does (on
+// lock-batch, in the orders' batches: endings.go); an extension changes no
+// stock and takes none. The store decides each on the database's
 // clock and locks the hold's row, so that a hold ends at most one way (I7).
 
 // Hold sets stock aside for req.TTL: all of it or nothing.
@@ -82,11 +83,8 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 	now := s.now()
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
 	skus := orders.SKUs(held.Items)
-	var placed orders.Order
-	err = s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
-		placed, after, err = s.store.Confirm(ctx, orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}, fences)
-		return after, err
-	})
+	done, err := s.end(ctx, skus, orders.Ending{Confirm: &orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}})
+	placed := done.Order
 	var ended *orders.HoldEndedError
 	switch {
 	case err == nil:
@@ -135,11 +133,8 @@ func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.He
 		return orders.Held{}, ended
 	}
 	skus := orders.SKUs(held.Items)
-	var out orders.Reservation
-	err = s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
-		out, after, err = s.store.Release(ctx, req.ID, k, fences)
-		return after, err
-	})
+	ended, err := s.end(ctx, skus, orders.Ending{Release: &orders.Release{HoldID: req.ID, Keyed: k}})
+	out := ended.Reservation
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
 		if r, done := s.recorded(ctx, k); done {
 			return replayed(ctx, s, r, s.heldOf)

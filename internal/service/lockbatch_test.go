@@ -305,3 +305,131 @@ func TestLockBatchLeavesWhatItDoesNotCoverToTheNextBatch(t *testing.T) {
 		t.Errorf("A sold %d, want 4", st.Sold)
 	}
 }
+
+// inOrder runs each call in its own goroutine, the next one only once the one
+// before has joined the replica's lock-batch queue (which holds ahead items
+// already), and returns their errors' channels in the same order.
+func inOrder(t *testing.T, queued <-chan int, ahead int, calls []func() error) []chan error {
+	t.Helper()
+	chs := make([]chan error, len(calls))
+	for i, call := range calls {
+		chs[i] = make(chan error, 1)
+		go func() { chs[i] <- call() }()
+		select {
+		case n := <-queued:
+			if n != ahead+i+1 {
+				t.Fatalf("queue length %d after call %d joined it; want %d", n, i, ahead+i+1)
+			}
+		case err := <-chs[i]:
+			t.Fatalf("call %d answered (%v) without joining the queue", i, err)
+		case <-time.After(time.Minute): // joining is at once; a call that waits elsewhere never joins
+			t.Fatalf("call %d did not join the queue", i)
+		}
+	}
+	return chs
+}
+
+// Confirms and releases join lock-batch's queue beside orders: a batch of
+// them is served under one grant, its endings in one transaction, each decided
+// on its own in arrival order: a release of a hold confirmed just before it in
+// the batch is refused (410 confirmed) while the others commit.
+func TestLockBatchEndsHoldsBesideOrders(t *testing.T) {
+	w := newWorld(t, defaultKind())
+	ctx := context.Background()
+	admin := w.replicaOf(t, orders.StrategyLock, nil)
+	for _, sku := range []string{"A", "B", "Z"} {
+		if _, _, err := admin.svc.Restock(ctx, sku, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := func(its ...orders.Item) string {
+		h, err := admin.svc.Hold(ctx, orders.HoldRequest{Items: its, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Reservation.ID
+	}
+	h1, h2, h3 := hold(items("A", 2)...), hold(items("A", 1, "B", 1)...), hold(items("B", 2)...)
+
+	open := make(chan struct{})
+	wanted := make(chan []string, 4)
+	r := w.replicaOf(t, orders.StrategyLockBatch, tellingGate{open: open, wanted: wanted, inner: w.locker(t)})
+	queued := make(chan int, 16)
+	service.OnQueued(r.svc, func(n int) { queued <- n })
+	blocked := placeInOrder(t, r.svc, queued, []orders.PlaceRequest{{Items: items("Z", 1)}})
+	if got := <-wanted; !slices.Equal(got, []string{"Z"}) {
+		t.Fatalf("the first batch locked %v; want [Z]", got)
+	}
+	var c1, c3 orders.Placed
+	var rel orders.Held
+	chs := inOrder(t, queued, 1, []func() error{
+		func() (err error) {
+			c1, err = r.svc.Confirm(ctx, orders.ConfirmRequest{ID: h1, IdempotencyKey: "c1"})
+			return err
+		},
+		func() (err error) { rel, err = r.svc.Release(ctx, orders.HoldAction{ID: h2}); return err },
+		func() error { _, err := r.svc.Place(ctx, orders.PlaceRequest{Items: items("A", 1)}); return err },
+		func() (err error) {
+			c3, err = r.svc.Confirm(ctx, orders.ConfirmRequest{ID: h3, Items: items("B", 1)})
+			return err
+		},
+		func() error { _, err := r.svc.Release(ctx, orders.HoldAction{ID: h1}); return err }, // confirmed just before, in this batch
+	})
+	close(open)
+	if got := <-wanted; !slices.Equal(got, []string{"A", "B"}) {
+		t.Fatalf("the second batch locked %v; want [A B]: one grant for the orders and the endings", got)
+	}
+	if a := <-blocked[0]; a.err != nil {
+		t.Fatalf("the first order: %v", a.err)
+	}
+	errs := make([]error, len(chs))
+	for i, ch := range chs {
+		errs[i] = <-ch
+	}
+	for i := range 4 {
+		if errs[i] != nil {
+			t.Errorf("change %d: %v", i, errs[i])
+		}
+	}
+	if !errors.Is(errs[4], orders.ErrHoldConfirmed) {
+		t.Errorf("the release of the hold confirmed before it: %v; want ErrHoldConfirmed", errs[4])
+	}
+	if c1.Order.ReservationID != h1 || !slices.Equal(c1.Order.Items, items("A", 2)) {
+		t.Errorf("confirm of h1: %+v", c1.Order)
+	}
+	if c3.Order.ReservationID != h3 || !slices.Equal(c3.Order.Items, items("B", 1)) {
+		t.Errorf("confirm of one unit of h3: %+v", c3.Order)
+	}
+	if rel.Reservation.Status != orders.HoldReleased {
+		t.Errorf("release of h2: %+v", rel)
+	}
+	// A: 2 confirmed (h1), 1 sold by the order, h2's 1 back. B: h2's 1 back, h3:
+	// 1 confirmed and 1 back.
+	for sku, want := range map[string]orders.Stock{"A": {Available: 7, Sold: 3}, "B": {Available: 9, Sold: 1}} {
+		st, err := r.svc.Stock(ctx, sku)
+		if err != nil || st.Available != want.Available || st.Sold != want.Sold || st.Held != 0 {
+			t.Errorf("%s: %+v %v; want %d available, %d sold, none held", sku, st, err, want.Available, want.Sold)
+		}
+	}
+	db := r.store.DB()
+	if db.Name() == "postgres" {
+		var txs int64
+		db.Raw("SELECT COUNT(DISTINCT xmin::text) FROM reservations WHERE id IN ?", []string{h1, h2, h3}).Scan(&txs)
+		if txs != 1 {
+			t.Errorf("the batch's endings took %d transactions; want 1", txs)
+		}
+	}
+	cached, err := r.cache.Get(ctx, []string{"A", "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sku, n := range map[string]int64{"A": 7, "B": 9} {
+		if c, ok := cached[sku]; ok && c != n {
+			t.Errorf("I4: the cache says %d of %s; the database %d", c, sku, n)
+		}
+	}
+	audit, err := r.svc.Audit(ctx, true)
+	if err != nil || !audit.Consistent {
+		t.Errorf("audit %+v %v", audit, err)
+	}
+}

@@ -22,7 +22,7 @@ import (
 type lockEach struct{ s *Service }
 
 func (l lockEach) place(ctx context.Context, p orders.Placement) result {
-	rs, err := l.s.locked(ctx, orders.SKUs(p.Order.Items), func() []orders.Placement { return []orders.Placement{p} })
+	rs, err := l.s.locked(ctx, orders.SKUs(p.Order.Items), func() []change { return []change{{p: p}} })
 	if err != nil {
 		return result{err: err}
 	}
@@ -49,15 +49,33 @@ func (l lockEach) place(ctx context.Context, p orders.Placement) result {
 // orders at 256 VUs its orders waited past the lock wait (503 busy).
 type lockBatch struct {
 	s *Service
-	q *batch.Queue[orders.Placement, result]
+	q *batch.Queue[change, result]
+}
+
+// change is one item of lock-batch's queue: an order or a hold to place (p),
+// or a hold to end (end: a confirm, a release, the sweeper's expiry) under the
+// locks of skus. A batch serves every kind under one grant: the placements in
+// one transaction, the endings in another, each decided on its own.
+type change struct {
+	p    orders.Placement
+	end  *orders.Ending
+	skus []string // end's
+}
+
+// skus is every SKU the change writes.
+func (c change) skusOf() []string {
+	if c.end != nil {
+		return c.skus
+	}
+	return orders.SKUs(c.p.Order.Items)
 }
 
 // batchKey is the key of the replica's one queue.
 const batchKey = "orders"
 
 func newLockBatch(s *Service) lockBatch {
-	lead := func(ctx context.Context, _ string, peek func() []orders.Placement,
-		take func(fit func(orders.Placement) bool) []orders.Placement,
+	lead := func(ctx context.Context, _ string, peek func() []change,
+		take func(fit func(change) bool) []change,
 	) ([]result, error) {
 		return s.lockedBatch(ctx, peek, take)
 	}
@@ -71,7 +89,12 @@ func newLockBatch(s *Service) lockBatch {
 }
 
 func (l lockBatch) place(ctx context.Context, p orders.Placement) result {
-	r, err := l.q.Do(ctx, batchKey, p)
+	return l.do(ctx, change{p: p})
+}
+
+// do queues c and waits for its answer.
+func (l lockBatch) do(ctx context.Context, c change) result {
+	r, err := l.q.Do(ctx, batchKey, c)
 	switch {
 	case errors.Is(err, batch.ErrFull), errors.Is(err, batch.ErrNoTime):
 		return result{err: fmt.Errorf("%w: %w", orders.ErrOverloaded, err)}
@@ -81,12 +104,17 @@ func (l lockBatch) place(ctx context.Context, p orders.Placement) result {
 	return r
 }
 
-// lockedBatch serves a batch: it peeks at the orders waiting, locks the union
-// of their SKUs, then takes those orders and the others it covers.
-func (s *Service) lockedBatch(ctx context.Context, peek func() []orders.Placement,
-	take func(fit func(orders.Placement) bool) []orders.Placement,
+// lockedBatch serves a batch: it peeks at the changes waiting, locks the union
+// of their SKUs, then takes those changes and the others it covers.
+func (s *Service) lockedBatch(ctx context.Context, peek func() []change,
+	take func(fit func(change) bool) []change,
 ) ([]result, error) {
-	skus := unionSKUs(peek())
+	var skus []string
+	for _, c := range peek() {
+		skus = append(skus, c.skusOf()...)
+	}
+	slices.Sort(skus)
+	skus = slices.Compact(skus)
 	if len(skus) == 0 { // every caller left before the lead: nothing to lock
 		take(nil)
 		return []result{}, nil
@@ -95,8 +123,8 @@ func (s *Service) lockedBatch(ctx context.Context, peek func() []orders.Placemen
 	for _, sku := range skus {
 		held[sku] = true
 	}
-	return s.locked(ctx, skus, func() []orders.Placement {
-		return take(func(p orders.Placement) bool { return coveredBy(p, held) })
+	return s.locked(ctx, skus, func() []change {
+		return take(func(c change) bool { return coveredBy(c.skusOf(), held) })
 	})
 }
 
@@ -112,25 +140,25 @@ func unionSKUs(ps []orders.Placement) []string {
 	return slices.Compact(skus)
 }
 
-// coveredBy says whether every SKU of p is held.
-func coveredBy(p orders.Placement, held map[string]bool) bool {
-	for _, it := range p.Order.Items {
-		if !held[it.SKU] {
+// coveredBy says whether every SKU of skus is held.
+func coveredBy(skus []string, held map[string]bool) bool {
+	for _, sku := range skus {
+		if !held[sku] {
 			return false
 		}
 	}
 	return true
 }
 
-// locked takes the locks of skus, then the placements to serve (take is called
+// locked takes the locks of skus, then the changes to serve (take is called
 // once, with the locks held), and serves them. A result cut short by the end of
 // the critical section (a lost lease, say) gets the reason, not "cancelled";
 // unless its outcome is unknown, which it stays.
-func (s *Service) locked(ctx context.Context, skus []string, take func() []orders.Placement) ([]result, error) {
+func (s *Service) locked(ctx context.Context, skus []string, take func() []change) ([]result, error) {
 	var rs []result
 	err := s.locker.WithLocks(ctx, skus, func(ctx context.Context, g orders.Grant) error {
-		if ps := take(); len(ps) > 0 {
-			rs = s.serve(ctx, ps, g)
+		if cs := take(); len(cs) > 0 {
+			rs = s.serveChanges(ctx, cs, g)
 		}
 		return context.Cause(ctx) // a lease lost meanwhile, for WithLocks to name
 	})
@@ -146,6 +174,36 @@ func (s *Service) locked(ctx context.Context, skus []string, take func() []order
 		}
 	}
 	return rs, nil
+}
+
+// serveChanges serves a batch's changes under one grant: its placements
+// (serve), then its endings (endHolds), each kind in one transaction.
+func (s *Service) serveChanges(ctx context.Context, cs []change, g orders.Grant) []result {
+	rs := make([]result, len(cs))
+	var ps []orders.Placement
+	var es []orders.Ending
+	var pi, ei []int
+	var skus []string
+	for i, c := range cs {
+		if c.end != nil {
+			es, ei = append(es, *c.end), append(ei, i)
+			skus = append(skus, c.skus...)
+		} else {
+			ps, pi = append(ps, c.p), append(pi, i)
+		}
+	}
+	if len(ps) > 0 {
+		for k, r := range s.serve(ctx, ps, g) {
+			rs[pi[k]] = r
+		}
+	}
+	if len(es) > 0 {
+		slices.Sort(skus)
+		for k, r := range s.endHolds(ctx, es, slices.Compact(skus), g) {
+			rs[ei[k]] = r
+		}
+	}
+	return rs
 }
 
 // serve decides, commits and answers placements under the locks of their SKUs

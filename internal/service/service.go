@@ -124,6 +124,7 @@ type placer interface {
 type result struct {
 	placed *orders.Order
 	replay *orders.Outcome
+	ended  *orders.Ended // a hold's ending (lock-batch's queue)
 	err    error
 }
 

@@ -26,7 +26,11 @@ const SweeperLease = "job:sweeper"
 
 // The sweeper's bounds.
 const (
-	sweepHolds  = 500 // holds read per round, in expiry order
+	sweepHolds = 500 // holds read per round, in expiry order
+	// sweepSlice is the most holds one expiry ends: on lock-batch it rides in
+	// an orders' batch, and a slice this small keeps that batch's time near an
+	// orders-only one while a mass expiry is swept.
+	sweepSlice  = 50
 	sweepRounds = 200 // rounds per sweep, so that one sweep is bounded
 	purgeRound  = 1000
 	purgeRounds = 100
@@ -131,9 +135,11 @@ func (s *Service) audit(ctx context.Context) {
 
 // Sweep expires the holds past their expiry, earliest first, in bounded rounds,
 // and returns how many it expired. The holds of one round are expired by SKU
-// set, each set under its own SKUs' locks only: a SKU that buyers keep busy
-// delays its own holds, not every other SKU's, and a set whose locks cannot be
-// had in time is left for the next sweep while the others go on. A hold
+// set, each set under its own SKUs' locks only, in slices of at most
+// sweepSlice holds: a SKU that buyers keep busy delays its own holds, not every
+// other SKU's, a set whose locks cannot be had in time is left for the next
+// sweep while the others go on, and on lock-batch orders keep flowing between
+// the slices. A hold
 // confirmed, released or extended meanwhile is left be.
 func (s *Service) Sweep(ctx context.Context, l orders.Leader) (int, error) {
 	total := 0
@@ -144,16 +150,21 @@ func (s *Service) Sweep(ctx context.Context, l orders.Leader) (int, error) {
 		}
 		var busy error
 		for _, set := range bySKUSet(due) {
-			n, err := s.expire(ctx, set, l)
-			total += n
-			switch {
-			case errors.Is(err, orders.ErrStaleLeader):
-				s.obs.SweepRefused()
-				return total, err
-			case errors.Is(err, orders.ErrBusy):
-				busy = err // the next sweep tries this set again
-			case err != nil:
-				return total, err
+			for slice := range slices.Chunk(set, sweepSlice) {
+				n, err := s.expire(ctx, slice, l)
+				total += n
+				switch {
+				case errors.Is(err, orders.ErrStaleLeader):
+					s.obs.SweepRefused()
+					return total, err
+				case errors.Is(err, orders.ErrBusy), errors.Is(err, orders.ErrOverloaded):
+					busy = err // the next sweep tries this set again
+				case err != nil:
+					return total, err
+				}
+				if busy != nil {
+					break
+				}
 			}
 		}
 		if busy != nil || len(due) < sweepHolds {
@@ -173,11 +184,8 @@ func (s *Service) expire(ctx context.Context, holds []orders.Reservation, l orde
 	}
 	slices.Sort(skus)
 	skus = slices.Compact(skus)
-	var n int
-	err := s.writeLocked(ctx, skus, func(ctx context.Context, fences orders.Fences) (after map[string]int64, err error) {
-		n, after, err = s.store.Expire(ctx, ids, fences, l)
-		return after, err
-	})
+	ended, err := s.end(ctx, skus, orders.Ending{Expire: &orders.Expiry{HoldIDs: ids, Leader: l}})
+	n := ended.Expired
 	if n > 0 {
 		s.obs.HoldsExpired(n)
 	}
