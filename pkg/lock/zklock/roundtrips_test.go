@@ -29,7 +29,8 @@ type requests struct {
 }
 
 func (r *requests) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, addr, timeout)
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(context.Background(), network, addr) // the client's Dialer takes no context
 	if err != nil {
 		return nil, err
 	}
