@@ -45,6 +45,39 @@
 //     leases and contention (the Metrics interface); package lockprom's are
 //     Prometheus collectors. This package imports no metrics library.
 //
+// # Round trips of several names
+//
+// A Grant over several names is one lease in the Backend (one per Grouper
+// group): the Client obtains the names in one Obtain call, renews the lease
+// in one Renew call per watchdog round and releases it in one Release call;
+// a lease over several names is never handed on name by name. (A grant whose
+// names came one by one from earlier local holders keeps their single-name
+// leases, each under a value of its own: one call per such lease.) What one
+// call over N names costs, in round trips of wall time (calls sent at once
+// count as one), once connections are up:
+//
+//	backend               Obtain                          Renew          Release
+//	redislease            1 script                        1 script       1 script
+//	redislease, Cluster   1 per name (a Grouper)          1 per name     1 per name
+//	redlock               2, to every master at once      1              1
+//	pglock                1 (two statements, one batch)   1 statement    1 statement
+//	etcdlock              2 (lease grant, transaction)    1 keep-alive   1 revocation
+//	zklock                2 (a Multi, then N reads)       1 Multi        1 Multi
+//	azlease               3 per name, one after another   1 (2N calls)   1 (N calls)
+//
+// Only the Cluster's and Azure's grow with N. Redis Cluster runs a script on
+// one slot, and every name has a slot of its own (its hash tag), so names are
+// obtained one by one in sorted order unless they all share a slot. etcd
+// grants a lease in a call of its own before the transaction that puts the
+// keys on it; ZooKeeper's client has no read-only Multi, so an obtain reads
+// the N resource nodes in N pipelined requests. An Azure blob lease is a
+// property of one blob: Azure Storage acquires, renews and releases leases
+// blob by blob (its batch API takes only deletions and tier changes, and no
+// transaction spans blobs), so Obtain takes the names in sorted order and
+// gives back those it took when one is busy, and Renew and Release send their
+// calls at once. Each backend's documentation has the details: a busy or
+// contended obtain, the first use of a statement or script, Redis's Replicas.
+//
 // # Deadlines
 //
 // Every Backend call has a deadline: OpTimeout, or for a renewal the end of the

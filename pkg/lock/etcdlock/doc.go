@@ -30,8 +30,9 @@
 //
 // Held is one linearizable read of the lock key. Release revokes the lease (one
 // round trip), which deletes all its keys in one revision; a value not in
-// memory is released by a delete guarded by the key's value, one round trip per
-// name, a no-op for a non-holder. Advance is two: a read of the lock and floor
+// memory (or only some of a lease's names) is released by one transaction that
+// deletes each key still holding the value (one round trip), a no-op for a
+// non-holder. Advance is two: a read of the lock and floor
 // keys, then a write of the floor guarded by the lock key's value and the
 // floor's ModRevision (retried, at most 4 times, if the floor moved).
 //

@@ -113,8 +113,8 @@ func (b *Backend) Held(ctx context.Context, name, value string) (bool, error) {
 // Release revokes value's lease, which deletes its keys in one step; the
 // deletions wake the watchers of every Backend (see Subscribe), and this
 // Backend's subscribers are told at once. A value this Backend did not obtain
-// (or only some of a lease's names) is released by a delete of each key guarded
-// by its value: a no-op for a non-holder.
+// (or only some of a lease's names) is released by one transaction that deletes
+// each key still holding value: a no-op for a non-holder.
 func (b *Backend) Release(ctx context.Context, names []string, value string) error {
 	b.mu.Lock()
 	h := b.leases[value]
@@ -132,19 +132,23 @@ func (b *Backend) Release(ctx context.Context, names []string, value string) err
 		b.announce(names...)
 		return nil
 	}
-	var errs []error
-	for _, n := range names {
+	// One transaction: per name, a nested one deletes the key if it still holds
+	// value (an outer If would make it all or none).
+	ops := make([]clientv3.Op, len(names))
+	for i, n := range names {
 		k := b.lockKey(n)
-		resp, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", value)).Then(clientv3.OpDelete(k)).Commit()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("etcdlock: release %q: %w", n, err))
-			continue
-		}
-		if resp.Succeeded {
-			b.announce(n)
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", value)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
+	}
+	resp, err := b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("etcdlock: release %q: %w", names, err)
+	}
+	for i, r := range resp.Responses {
+		if r.GetResponseTxn().GetSucceeded() {
+			b.announce(names[i])
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Advance raises name's floor key so that the token it returns, floor +

@@ -5,11 +5,12 @@
 // The suite checks mutual exclusion under contention from several processes
 // (a shared counter that a race would break), fencing tokens that strictly
 // increase per resource across grants (and across a restart of the lock
-// service where the Backend claims it), all-or-none multi-resource obtains, a
-// crashed holder's lease freed within its TTL, a long holder kept by the
-// watchdog, the work cancelled when the lease is lost (the service paused),
-// release, renewal and advance by a non-holder refused, and multi-resource
-// acquisition from several processes without deadlock.
+// service where the Backend claims it), all-or-none multi-resource obtains,
+// renewals and releases of several names at once, a crashed holder's lease
+// freed within its TTL, a long holder kept by the watchdog, the work cancelled
+// when the lease is lost (the service paused), release, renewal and advance by
+// a non-holder refused, and multi-resource acquisition from several processes
+// without deadlock.
 package locktest
 
 import (
@@ -67,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"MutualExclusion", mutualExclusion},
 		{"TokensIncrease", tokensIncrease},
 		{"AllOrNone", allOrNone},
+		{"ManyNamesAtOnce", manyNamesAtOnce},
 		{"NonHolderRefused", nonHolderRefused},
 		{"AdvanceAbovePast", advanceAbovePast},
 		{"CrashedHolderFreedWithinTTL", crashedHolderFreed},
@@ -237,6 +239,106 @@ func allOrNone(t *testing.T, h Harness) {
 		if err := b.Release(ctx, []string{r.name}, r.v); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// manyNamesAtOnce: each call on a lease of several names acts on all of them,
+// whatever the Backend does inside (one transaction or a call per name). An
+// obtain of five names while another process holds the middle one takes none,
+// and the holder keeps it; an obtain of five free names grants them all, with
+// a block of tokens each; a renewal after one of them was lost (released,
+// then taken by another process) fails with ErrNotHeld and leaves the new
+// holder alone; a release frees the others and leaves that one to its holder.
+func manyNamesAtOnce(t *testing.T, h Harness) {
+	open := h.Space(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = 10 * time.Second
+	b, b2 := open(t), open(t)
+	names := []string{"m1", "m2", "m3", "m4", "m5"}
+	mustFree := func(ns []string) { // another process can obtain them all at once
+		t.Helper()
+		probe := value(t)
+		if _, err := b2.Obtain(ctx, ns, probe, ttl, 1); err != nil {
+			t.Fatalf("%q are not all free: %v", ns, err)
+		}
+		if err := b2.Release(ctx, ns, probe); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	holder := value(t)
+	if _, err := b2.Obtain(ctx, names[2:3], holder, ttl, 1); err != nil {
+		t.Fatal(err)
+	}
+	refused := value(t)
+	if _, err := b.Obtain(ctx, names, refused, ttl, 1); !errors.Is(err, lock.ErrBusy) {
+		t.Fatalf("obtain of %q while %s is held: %v, want ErrBusy", names, names[2], err)
+	}
+	for _, n := range names {
+		if held, err := b.Held(ctx, n, refused); err != nil || held {
+			t.Fatalf("%s is held by the refused obtain (%v, %v): it must take none", n, held, err)
+		}
+	}
+	if held, err := b2.Held(ctx, names[2], holder); err != nil || !held {
+		t.Fatalf("the holder lost %s to a refused obtain (%v, %v)", names[2], held, err)
+	}
+	mustFree([]string{names[0], names[1], names[3], names[4]})
+	if err := b2.Release(ctx, names[2:3], holder); err != nil {
+		t.Fatal(err)
+	}
+
+	v := value(t)
+	tops, err := b.Obtain(ctx, names, v, ttl, 3)
+	if err != nil {
+		t.Fatalf("obtain of %d free names: %v", len(names), err)
+	}
+	if len(tops) != len(names) {
+		t.Fatalf("obtain of %d names: %d tokens", len(names), len(tops))
+	}
+	for i, n := range names {
+		if held, err := b.Held(ctx, n, v); err != nil || !held {
+			t.Fatalf("%s is not held after the obtain of %q (%v, %v)", n, names, held, err)
+		}
+		if _, err := b2.Obtain(ctx, []string{n}, value(t), ttl, 1); !errors.Is(err, lock.ErrBusy) {
+			t.Fatalf("another process's obtain of %s after it was granted: %v, want ErrBusy", n, err)
+		}
+		if tops[i]-2 < 1 {
+			t.Fatalf("%s: a block of 3 tokens with top %d: tokens start at 1", n, tops[i])
+		}
+	}
+	if err := b.Renew(ctx, names, v, ttl); err != nil {
+		t.Fatalf("renewal of %d held names: %v", len(names), err)
+	}
+
+	// m4 lost: released, and taken by another process.
+	if err := b.Release(ctx, names[3:4], v); err != nil {
+		t.Fatal(err)
+	}
+	taker := value(t)
+	if _, err := b2.Obtain(ctx, names[3:4], taker, ttl, 1); err != nil {
+		t.Fatalf("%s after its release by the holder of all five: %v", names[3], err)
+	}
+	if err := b.Renew(ctx, names, v, ttl); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("renewal of %q with %s lost: %v, want ErrNotHeld", names, names[3], err)
+	}
+	if held, err := b2.Held(ctx, names[3], taker); err != nil || !held {
+		t.Fatalf("the new holder lost %s to the refused renewal (%v, %v)", names[3], held, err)
+	}
+	if err := b.Release(ctx, names, v); err != nil {
+		t.Fatalf("release of %q: %v", names, err)
+	}
+	for _, n := range names {
+		if held, err := b.Held(ctx, n, v); err != nil || held {
+			t.Fatalf("%s is still held after the release of %q (%v, %v)", n, names, held, err)
+		}
+	}
+	if held, err := b2.Held(ctx, names[3], taker); err != nil || !held {
+		t.Fatalf("the release of %q took %s from its new holder (%v, %v)", names, names[3], held, err)
+	}
+	mustFree([]string{names[0], names[1], names[2], names[4]})
+	if err := b2.Release(ctx, names[3:4], taker); err != nil {
+		t.Fatal(err)
 	}
 }
 

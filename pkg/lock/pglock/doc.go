@@ -15,11 +15,13 @@
 // which adds block to token and returns it. The rows of one call are taken in
 // one order (the names sorted bytewise, as the Client sorts them), so callers
 // with overlapping sets wait for each other in that order and cannot deadlock.
-// One name is one statement (one round trip); several are one transaction that
-// is rolled back, with an error wrapping lock.ErrBusy, unless every row was
-// taken (two round trips: BEGIN and the INSERT are pipelined, then COMMIT or
-// ROLLBACK). Renew, Held, Advance and Release are one statement, one round trip
-// each. Release sets holder to NULL where the caller still holds the row and, in
+// One name is one statement; several are two statements sent together, one
+// transaction: the INSERT, then an UPDATE that frees again the rows it took
+// (and takes their block off their tokens) unless it took every one, and
+// Obtain then fails with an error wrapping lock.ErrBusy. Either way one round
+// trip (on a connection that has not run them yet, one more prepares them).
+// Renew, Held, Advance and Release are one statement, one round trip each,
+// whatever the number of names. Release sets holder to NULL where the caller still holds the row and, in
 // the same statement, calls pg_notify(Channel, resource): PostgreSQL delivers
 // the notification at commit, so a waiter woken by it finds the row free.
 // Subscribe LISTENs on a connection of its own (not one of the pool's).
@@ -32,9 +34,11 @@
 //
 // # Fencing tokens
 //
-// A token is the durable column of the resource's row, and every statement
+// A token is the durable column of the resource's row, and every transaction
 // that changes it adds at least 1 (Obtain adds the block, Advance sets
-// greatest(token, past) + 1), in the same transaction that checks the lease. So,
+// greatest(token, past) + 1; a refused obtain of several names takes off, in
+// its own transaction, only what it added), in the same transaction that
+// checks the lease. So,
 // per resource, as long as PostgreSQL keeps every transaction it reported
 // committed, a block reserved by Obtain lies strictly above every token issued
 // before, and no two grants carry the same token. Unlike the Redis backend's,

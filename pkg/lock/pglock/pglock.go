@@ -47,7 +47,7 @@ type Backend struct {
 }
 
 type statements struct {
-	create, obtain, renew, held, release, advance string
+	create, obtain, undo, renew, held, release, advance string
 }
 
 var (
@@ -90,6 +90,7 @@ func New(pool *pgxpool.Pool, opt *Options) (*Backend, error) {
 		sql: statements{
 			create:  fmt.Sprintf(createTableSQL, t),
 			obtain:  fmt.Sprintf(obtainSQL, t),
+			undo:    fmt.Sprintf(undoSQL, t),
 			renew:   fmt.Sprintf(renewSQL, t),
 			held:    fmt.Sprintf(heldSQL, t),
 			release: fmt.Sprintf(releaseSQL, t),
@@ -115,8 +116,8 @@ func (b *Backend) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Obtain implements lock.Backend: every name or none, in one statement for one
-// name and one transaction for several.
+// Obtain implements lock.Backend: every name or none, in one round trip: one
+// statement for one name, one transaction of two statements for several.
 func (b *Backend) Obtain(ctx context.Context, names []string, value string, ttl time.Duration, block int64) ([]int64, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: no names", lock.ErrInvalidName)
@@ -159,25 +160,19 @@ func (b *Backend) obtainOne(ctx context.Context, name, value string, ttl time.Du
 	return []int64{top}, nil
 }
 
-// obtainAll runs the obtain in a transaction on one connection: BEGIN and the
-// INSERT are sent together (one round trip), then COMMIT when every row was
-// taken, ROLLBACK otherwise (a second). A connection left inside the
-// transaction by an error is closed by the pool on release.
+// obtainAll sends the obtain and the undo (undoSQL) together in one batch:
+// one round trip (and, on a connection that has not run them yet, one more to
+// prepare them). pgx sends a batch as one pipeline with a single Sync, which
+// PostgreSQL runs as one implicit transaction: the undo sees the obtain's rows,
+// nothing is visible to others before the commit, and an error in either rolls
+// both back. The rows are taken, and so locked, by the obtain alone, in its
+// order; the undo only touches rows it already holds.
 func (b *Backend) obtainAll(ctx context.Context, names []string, value string, ttl time.Duration, block int64) ([]int64, error) {
-	conn, err := b.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
 	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
 	batch.Queue(b.sql.obtain, names, value, ttl.Microseconds(), block)
-	br := conn.SendBatch(ctx, batch)
+	batch.Queue(b.sql.undo, names, value, int64(len(names)), block)
+	br := b.pool.SendBatch(ctx, batch)
 	topOf := make(map[string]int64, len(names))
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
-	}
 	rows, err := br.Query()
 	if err == nil {
 		var name string
@@ -187,21 +182,22 @@ func (b *Backend) obtainAll(ctx context.Context, names []string, value string, t
 			return nil
 		})
 	}
+	var undone int64
+	if err == nil {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		undone = tag.RowsAffected()
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	end := "ROLLBACK"
-	if err == nil && len(topOf) == len(names) {
-		end = "COMMIT"
-	}
-	if _, xerr := conn.Exec(ctx, end); err == nil && xerr != nil {
-		err = xerr
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if end == "ROLLBACK" {
+	case len(topOf) < len(names):
 		return nil, lock.ErrBusy
+	case undone != 0:
+		return nil, fmt.Errorf("every row taken, yet %d undone", undone)
 	}
 	tops := make([]int64, len(names))
 	for i, n := range names {

@@ -42,6 +42,19 @@ SET holder = excluded.holder, lease_until = excluded.lease_until, token = l.toke
 WHERE l.holder IS NULL OR l.holder = excluded.holder OR l.lease_until <= clock_timestamp()
 RETURNING l.resource, l.token`
 
+// undoSQL gives back what obtainSQL took when it did not take every row: the
+// rows the value holds go back to free, with the block added to their token
+// taken off again, unless the value holds all of them. It runs in the obtain's
+// transaction (see obtainAll), which then commits what was there before, so
+// that a busy obtain of several names is one round trip, not a second for a
+// ROLLBACK. Every row the value holds was taken by that obtain: its guard takes
+// rows the value held already, too.
+//
+// $1 names, $2 value, $3 how many names, $4 block.
+const undoSQL = `UPDATE %[1]s SET holder = NULL, lease_until = clock_timestamp(), token = token - $4::bigint
+WHERE resource = ANY($1::text[]) AND holder = $2
+AND (SELECT count(*) FROM %[1]s WHERE resource = ANY($1::text[]) AND holder = $2) < $3::bigint`
+
 // renewSQL extends the leases of the named rows the value holds, all or none:
 // the CTE locks the rows still held (in the obtain's order) and the UPDATE runs
 // only when it found every one. Under READ COMMITTED, FOR UPDATE re-reads a row

@@ -26,8 +26,10 @@
 // Round trips: an uncontended Obtain 2 (the Multi, then the resource nodes'
 // reads, pipelined); a contended one up to 6 (then the children and our
 // node's stat; the lower nodes; the deletion of ended ones; the floor again),
-// and a busy one deletes its nodes (one more). Renew, Held and Release 1
-// each (pipelined over the names), Advance 2. Every call is bounded by its
+// and a busy one deletes its nodes (one more). Renew and Release are one
+// transaction (Multi) over the names, Held 1, Advance 2. The reads of an
+// obtain are one request per name, pipelined (one round trip of wall time):
+// the client library has no read-only Multi (ZooKeeper 3.6's multiRead). Every call is bounded by its
 // context; the client library's calls take none, so a call that outlives its
 // context is left to end when the client gives the connection up (two thirds
 // of the session timeout without an answer).

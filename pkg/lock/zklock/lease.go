@@ -52,7 +52,7 @@ func (b *Backend) Held(ctx context.Context, name, value string) (bool, error) {
 	return ok, nil
 }
 
-// Release deletes value's lease nodes of names (one pipelined round trip);
+// Release deletes value's lease nodes of names (one transaction);
 // names it does not hold are left alone. A node it cannot delete in time is
 // deleted in the background (its TTL and the session bound it anyway).
 func (b *Backend) Release(ctx context.Context, names []string, value string) error {

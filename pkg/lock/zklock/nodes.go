@@ -61,8 +61,21 @@ func (b *Backend) delete(ctx context.Context, path string, version int32) error 
 	return err
 }
 
-// deleteAll deletes the nodes at paths, pipelined; nodes already gone are fine.
+// deleteAll deletes the nodes at paths, in one transaction (one request, one
+// write for the ensemble to agree on, rather than one per node); nodes already
+// gone are fine. A transaction is all or none, so when one node is gone (its
+// session expired, a cleanup ran first) the rest are deleted one by one,
+// pipelined.
 func (b *Backend) deleteAll(ctx context.Context, paths []string) error {
+	if len(paths) > 1 {
+		ops := make([]any, len(paths))
+		for i, p := range paths {
+			ops[i] = &zk.DeleteRequest{Path: p, Version: -1}
+		}
+		if _, err := b.multi(ctx, ops...); !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
 	return errors.Join(each(ctx, len(paths), func(i int) error { return ignoreNoNode(b.delete(ctx, paths[i], -1)) })...)
 }
 
