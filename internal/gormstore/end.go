@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,36 +14,36 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// End ends holds in one transaction (see orders.Store): each ending is
-// decided on its own, on the database's clock read once, and refused before it
-// writes anything; what the endings change is then written together: each
-// SKU's counters once, by the sum of the endings, in SKU order (as every
-// writer locks rows), and the ledger, the orders and their lines in bulk. The
-// hold rows are locked and ended one by one as they are decided, so that a
-// second ending of one hold in the same batch sees the first.
+// End ends holds in one transaction (see orders.Store), in a number of
+// statements that does not grow with the endings: every hold they name is read
+// and locked at once (in id order), each ending is then decided on its own, in
+// order, on those rows and the database's clock read once (a later ending of
+// a hold sees an earlier one's end), and refused before it writes anything;
+// what they change is written together: each SKU's counters once, by the sum,
+// in SKU order (as every writer locks rows), the holds' ends, the orders, the
+// ledger and the keys' records in bulk. One statement per ending was 0.32× the
+// orders' rate on a hot SKU.
 func (s *Store) End(ctx context.Context, es []orders.Ending, fences orders.Fences) ([]orders.Ended, map[string]int64, error) {
 	var out []orders.Ended
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		now, err := s.clock(tx)
+		w, err := s.endings(tx, es, fences)
 		if err != nil {
 			return err
 		}
-		w := endings{store: s, tx: tx, now: now, fences: fences, sum: map[string]delta{}}
 		out = make([]orders.Ended, len(es)) // a retried transaction decides again
 		for i, e := range es {
 			switch {
 			case e.Confirm != nil:
-				out[i], err = w.confirm(*e.Confirm)
+				out[i] = w.confirm(*e.Confirm)
 			case e.Release != nil:
-				out[i], err = w.release(*e.Release)
+				out[i] = w.release(*e.Release)
 			case e.Expire != nil:
-				out[i], err = w.expire(*e.Expire)
+				if out[i], err = w.expire(*e.Expire); err != nil {
+					return err
+				}
 			default:
 				return errors.New("end: an ending with nothing set")
-			}
-			if err != nil {
-				return err
 			}
 		}
 		after, err = w.write()
@@ -54,7 +55,8 @@ func (s *Store) End(ctx context.Context, es []orders.Ending, fences orders.Fence
 	return out, after, nil
 }
 
-// endings is one End transaction's work: what its endings decided, to write
+// endings is one End transaction's work: the holds its endings name, as they
+// stand after the endings decided so far, and what those decided, to write
 // together.
 type endings struct {
 	store  *Store
@@ -62,53 +64,105 @@ type endings struct {
 	now    time.Time
 	fences orders.Fences
 
-	sum    map[string]delta
-	ledger []ledgerRow
-	orders []orderRow
-	lines  []lineRow
+	holds map[string]*holdRow // locked; nil for none
+	lines map[string][]holdLineRow
+	ended map[string]string // hold id -> status it ends in
+	by    map[string]string // confirmed hold id -> order id
+
+	sum      map[string]delta
+	ledger   []ledgerRow
+	orders   []orderRow
+	oLines   []lineRow
+	records  []idempotencyRow
+	recorded time.Time
 }
 
-// refused says whether err is an ending's own refusal (its Ended.Err), rather
-// than a failure of the transaction.
-func refused(err error) bool {
-	var ended *orders.HoldEndedError
-	return errors.As(err, &ended) || errors.Is(err, orders.ErrNotFound) || errors.Is(err, orders.ErrInvalid) ||
-		errors.Is(err, orders.ErrStaleLeader)
-}
-
-// decided sorts err: an ending's refusal goes in its Ended, anything else
-// fails the transaction.
-func decided(err error) (orders.Ended, error) {
-	if refused(err) {
-		return orders.Ended{Err: err}, nil
-	}
-	return orders.Ended{}, err
-}
-
-// live locks a hold and returns it if it is held and not past its expiry;
-// else a *HoldEndedError (or ErrNotFound).
-func (w *endings) live(id string) (holdRow, []holdLineRow, error) {
-	row, lines, err := readHold(w.tx, id, true)
+// endings reads and locks every hold es name, with their lines and the
+// database's time.
+func (s *Store) endings(tx *gorm.DB, es []orders.Ending, fences orders.Fences) (*endings, error) {
+	now, err := s.clock(tx)
 	if err != nil {
-		return row, nil, err
+		return nil, err
 	}
-	if r := row.reservation(lines, w.now); r.Status != orders.HoldHeld {
-		return row, nil, &orders.HoldEndedError{ID: id, Status: r.Status, OrderID: r.OrderID}
+	w := &endings{store: s, tx: tx, now: now, fences: fences, holds: map[string]*holdRow{}, ended: map[string]string{},
+		by: map[string]string{}, sum: map[string]delta{}, recorded: s.now()}
+	var ids []string
+	for _, e := range es {
+		switch {
+		case e.Confirm != nil:
+			ids = append(ids, e.Confirm.HoldID)
+		case e.Release != nil:
+			ids = append(ids, e.Release.HoldID)
+		case e.Expire != nil:
+			ids = append(ids, e.Expire.HoldIDs...)
+		}
 	}
-	return row, lines, nil
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return w, nil
+	}
+	var rows []holdRow
+	if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		w.holds[rows[i].ID] = &rows[i]
+	}
+	if w.lines, err = linesOf(tx, ids); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// live returns a hold if it is held and not past its expiry, as this
+// transaction's endings left it; else a *HoldEndedError (or ErrNotFound).
+func (w *endings) live(id string) (*holdRow, []holdLineRow, error) {
+	row := w.holds[id]
+	if row == nil {
+		return nil, nil, orders.ErrNotFound
+	}
+	if r := row.reservation(w.lines[id], w.now); r.Status != orders.HoldHeld {
+		return nil, nil, &orders.HoldEndedError{ID: id, Status: r.Status, OrderID: r.OrderID}
+	}
+	return row, w.lines[id], nil
+}
+
+// end marks a hold ended as of now, for the endings after it and for write.
+func (w *endings) end(row *holdRow, status orders.HoldStatus, orderID *string) {
+	at := stamp(w.now)
+	row.Status, row.EndedAt, row.OrderID = string(status), &at, orderID
+	w.ended[row.ID] = string(status)
+	if orderID != nil {
+		w.by[row.ID] = *orderID
+	}
+}
+
+func (w *endings) record(key, hash string, o orders.Outcome) {
+	if key == "" {
+		return
+	}
+	row := idempotencyRow{Key: key, Hash: hash, CreatedAt: w.recorded, UpdatedAt: w.recorded}
+	if o.OrderID != "" {
+		row.OrderID = &o.OrderID
+	}
+	if o.ReservationID != "" {
+		row.HoldID = &o.ReservationID
+	}
+	w.records = append(w.records, row)
 }
 
 // confirm makes a held hold's units an order: the units confirmed move from
 // reserved to sold, the rest back to available, never checked against
 // available (they were set aside).
-func (w *endings) confirm(c orders.Confirmation) (orders.Ended, error) {
+func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 	row, lines, err := w.live(c.HoldID)
 	if err != nil {
-		return decided(err)
+		return orders.Ended{Err: err}
 	}
 	confirm, err := confirmed(lines, c.Order.Items)
 	if err != nil {
-		return decided(err)
+		return orders.Ended{Err: err}
 	}
 	o := c.Order
 	o.Items, o.ReservationID = nil, c.HoldID
@@ -118,7 +172,7 @@ func (w *endings) confirm(c orders.Confirmation) (orders.Ended, error) {
 		}
 	}
 	if len(o.Items) == 0 {
-		return decided(&orders.ValidationError{Fields: []orders.FieldError{{Field: "items", Message: "a confirm needs at least one unit"}}})
+		return orders.Ended{Err: &orders.ValidationError{Fields: []orders.FieldError{{Field: "items", Message: "a confirm needs at least one unit"}}}}
 	}
 	for _, l := range lines {
 		n := confirm[l.SKU]
@@ -128,35 +182,26 @@ func (w *endings) confirm(c orders.Confirmation) (orders.Ended, error) {
 				Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
 		}
 	}
-	if err := w.store.endHold(w.tx, row.ID, orders.HoldConfirmed, w.now, &o.ID); err != nil {
-		return orders.Ended{}, err
-	}
+	id := o.ID
+	w.end(row, orders.HoldConfirmed, &id)
 	// The order's lines, with no sale in the ledger: available did not change.
 	orow, olines := orderRows(o)
 	w.orders = append(w.orders, orow)
-	w.lines = append(w.lines, olines...)
-	if err := record(w.tx, c.Key, c.Hash, orders.Outcome{OrderID: o.ID}, w.store.now()); err != nil {
-		return orders.Ended{}, err
-	}
-	return orders.Ended{Order: o}, nil
+	w.oLines = append(w.oLines, olines...)
+	w.record(c.Key, c.Hash, orders.Outcome{OrderID: o.ID})
+	return orders.Ended{Order: o}
 }
 
 // release returns a held hold's units to available.
-func (w *endings) release(r orders.Release) (orders.Ended, error) {
+func (w *endings) release(r orders.Release) orders.Ended {
 	row, lines, err := w.live(r.HoldID)
 	if err != nil {
-		return decided(err)
+		return orders.Ended{Err: err}
 	}
 	w.giveBack(lines, kindRelease)
-	if err := w.store.endHold(w.tx, r.HoldID, orders.HoldReleased, w.now, nil); err != nil {
-		return orders.Ended{}, err
-	}
-	if err := record(w.tx, r.Key, r.Hash, orders.Outcome{ReservationID: r.HoldID}, w.store.now()); err != nil {
-		return orders.Ended{}, err
-	}
-	ended := stamp(w.now)
-	row.Status, row.EndedAt = string(orders.HoldReleased), &ended
-	return orders.Ended{Reservation: row.reservation(lines, w.now)}, nil
+	w.end(row, orders.HoldReleased, nil)
+	w.record(r.Key, r.Hash, orders.Outcome{ReservationID: r.HoldID})
+	return orders.Ended{Reservation: row.reservation(lines, w.now)}
 }
 
 // expire ends those of the holds still held and past their expiry (one
@@ -164,31 +209,22 @@ func (w *endings) release(r orders.Release) (orders.Ended, error) {
 // lease, and returns their units to available.
 func (w *endings) expire(x orders.Expiry) (orders.Ended, error) {
 	if err := w.store.lead(w.tx, x.Leader); err != nil {
-		return decided(err)
-	}
-	if len(x.HoldIDs) == 0 {
-		return orders.Ended{}, nil
-	}
-	var due []string
-	if err := w.tx.Model(&holdRow{}).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-		Where("id IN ? AND status = ? AND expires_at <= ?", x.HoldIDs, orders.HoldHeld, w.now).Order("id").Pluck("id", &due).Error; err != nil {
+		if errors.Is(err, orders.ErrStaleLeader) {
+			return orders.Ended{Err: err}, nil
+		}
 		return orders.Ended{}, err
 	}
-	if len(due) == 0 {
-		return orders.Ended{}, nil
+	n := 0
+	for _, id := range x.HoldIDs {
+		row := w.holds[id]
+		if row == nil || row.Status != string(orders.HoldHeld) || row.ExpiresAt.After(w.now) {
+			continue
+		}
+		w.giveBack(w.lines[id], kindExpire)
+		w.end(row, orders.HoldExpired, nil)
+		n++
 	}
-	byHold, err := linesOf(w.tx, due)
-	if err != nil {
-		return orders.Ended{}, err
-	}
-	for _, id := range due {
-		w.giveBack(byHold[id], kindExpire)
-	}
-	if err := w.tx.Model(&holdRow{}).Where("id IN ?", due).
-		Updates(map[string]any{"status": string(orders.HoldExpired), "ended_at": stamp(w.now)}).Error; err != nil {
-		return orders.Ended{}, err
-	}
-	return orders.Ended{Expired: len(due)}, nil
+	return orders.Ended{Expired: n}, nil
 }
 
 // giveBack moves the lines' units from reserved back to available, with a
@@ -209,28 +245,69 @@ func (w *endings) add(sku string, d delta) {
 	w.sum[sku] = t
 }
 
-// write changes each SKU's counters once (fenced, in SKU order), writes the
-// ledger and the orders, and returns the available stock after.
+// write changes each SKU's counters once (fenced, in SKU order), ends the
+// holds, writes the orders, the ledger and the records, and returns the
+// available stock after.
 func (w *endings) write() (map[string]int64, error) {
 	skus := slices.Sorted(maps.Keys(w.sum))
-	if len(skus) == 0 {
-		return nil, nil
-	}
 	for _, sku := range skus {
 		if err := w.store.shift(w.tx, sku, w.sum[sku], w.fences[sku]); err != nil {
 			return nil, err
 		}
 	}
+	if err := w.endHolds(); err != nil {
+		return nil, err
+	}
 	if err := createAll(w.tx, w.orders); err != nil {
 		return nil, err
 	}
-	if err := createAll(w.tx, w.lines); err != nil {
+	if err := createAll(w.tx, w.oLines); err != nil {
 		return nil, err
 	}
 	if err := createAll(w.tx, w.ledger); err != nil {
 		return nil, err
 	}
+	if err := createAll(w.tx, w.records); err != nil {
+		return nil, err
+	}
+	if len(skus) == 0 {
+		return nil, nil
+	}
 	return available(w.tx, skus)
+}
+
+// endHolds writes the holds' ends: one statement per status, a confirmed
+// hold's order id chosen by a CASE.
+func (w *endings) endHolds() error {
+	byStatus := map[string][]string{}
+	for id, st := range w.ended {
+		byStatus[st] = append(byStatus[st], id)
+	}
+	at := stamp(w.now)
+	for _, st := range slices.Sorted(maps.Keys(byStatus)) {
+		ids := byStatus[st]
+		slices.Sort(ids)
+		if st != string(orders.HoldConfirmed) {
+			if err := w.tx.Model(&holdRow{}).Where("id IN ?", ids).Updates(map[string]any{"status": st, "ended_at": at}).Error; err != nil {
+				return err
+			}
+			continue
+		}
+		var q strings.Builder
+		args := make([]any, 0, 2*len(ids)+3)
+		q.WriteString("UPDATE reservations SET status = ?, ended_at = ?, order_id = CASE id")
+		args = append(args, st, at)
+		for _, id := range ids {
+			q.WriteString(" WHEN ? THEN ?")
+			args = append(args, id, w.by[id])
+		}
+		q.WriteString(" END WHERE id IN ?")
+		args = append(args, ids)
+		if err := w.tx.Exec(q.String(), args...).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // one ends one hold alone: its refusal becomes End's error.

@@ -255,11 +255,6 @@ func linesOf(tx *gorm.DB, ids []string) (map[string][]holdLineRow, error) {
 	return out, nil
 }
 
-func (s *Store) endHold(tx *gorm.DB, id string, status orders.HoldStatus, now time.Time, orderID *string) error {
-	return tx.Model(&holdRow{}).Where("id = ?", id).
-		Updates(map[string]any{"status": string(status), "ended_at": stamp(now), "order_id": orderID}).Error
-}
-
 // HoldAudit counts the holds still held past their expiry plus grace (I6) and,
 // when deep, the orders made from a hold that are not its one confirmed order
 // (I7).
