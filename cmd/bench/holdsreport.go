@@ -95,7 +95,10 @@ func (h *HoldsResults) writeOnly(o options) error {
 	}
 	var section bytes.Buffer
 	h.markdown(&section, o.out)
-	return os.WriteFile(o.markdown, spliceSection(old, section.Bytes()), 0o644)
+	if err := os.WriteFile(o.markdown, spliceSection(old, section.Bytes()), 0o644); err != nil {
+		return err
+	}
+	return writeIssueSection(o, issueInputs{h: h})
 }
 
 // spliceSection replaces the Holds section of report (up to the next heading

@@ -9,14 +9,20 @@ import (
 
 // markdown writes BENCHMARKS.md: how to rerun, the machine, the targets, the
 // tables, the charts and what the figures mean.
-func (r *Results) markdown(w io.Writer, o options) {
+func (r *Results) markdown(w io.Writer, o options, in issueInputs) {
 	m := r.Machine
 	fmt.Fprintf(w, `# Benchmarks
 
 Written by `+"`make bench`"+` (`+"`go run ./cmd/bench -profile %s`"+`) on %s, commit %s. Rerun it to
 replace this file, `+"`benchmarks/results.json`"+` (every run) and the charts.
 
-**Setup.** %d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
+`, r.Profile.Name, m.When, m.Commit)
+	in.r = r
+	issueMarkdown(w, in)
+	fmt.Fprintf(w, `
+## Setup
+
+%d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
 the machine's Redis and PostgreSQL, with the load generator as the client (closed model:
 each VU sends its next order when the last is answered; quantity 1, an Idempotency-Key on
 every order, no retries or cancels). The strategies are measured in %d rounds, in turn,
@@ -31,10 +37,10 @@ the HTTP path allows on this machine.
 **Machine.** %s, %d cores, %s memory; %s; PostgreSQL %s (fsync %s, synchronous_commit %s);
 Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares the cores.
 
-`, r.Profile.Name, m.When, m.Commit, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
+`, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
 		m.CPU, m.Cores, m.Memory, m.Go, m.PostgreSQL, m.Fsync, m.SyncCommit, m.Redis)
 
-	fmt.Fprintf(w, "## Targets\n\n| target | figure | |\n|---|---|---|\n")
+	fmt.Fprintf(w, "## The strategies' targets (issue 17)\n\n| target | figure | |\n|---|---|---|\n")
 	for _, t := range r.Targets {
 		mark := "pass"
 		if !t.Pass {

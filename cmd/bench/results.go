@@ -391,11 +391,15 @@ func (r *Results) write(o options) error {
 	if err := r.charts(o.out); err != nil {
 		return fmt.Errorf("charts: %w", err)
 	}
+	in, err := loadIssueInputs(o.out, issueInputs{r: r, h: r.Holds})
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(o.markdown)
 	if err != nil {
 		return err
 	}
-	r.markdown(f, o)
+	r.markdown(f, o, in)
 	return f.Close()
 }
 

@@ -175,7 +175,13 @@ func TestSoakReport(t *testing.T) {
 	}
 	b.Reset()
 	s.markdown(&b, o.out)
-	if want := "# B\n\n" + b.String() + "\n## The strategies\n\nkept\n"; string(got) != want {
+	var issue bytes.Buffer
+	in, err := loadIssueInputs(o.out, issueInputs{s: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issueMarkdown(&issue, in) // the issue's targets lead the report
+	if want := "# B\n\n" + issue.String() + "\n" + b.String() + "\n## The strategies\n\nkept\n"; string(got) != want {
 		t.Errorf("report:\n got %q\nwant %q", got, want)
 	}
 	if fi, err := os.Stat(filepath.Join(o.out, "soak.png")); err != nil || fi.Size() == 0 {

@@ -398,7 +398,10 @@ func (s *SoakResults) writeSection(o options) error {
 	}
 	var section bytes.Buffer
 	s.markdown(&section, o.out)
-	return os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), soakHeading), 0o644)
+	if err := os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), soakHeading), 0o644); err != nil {
+		return err
+	}
+	return writeIssueSection(o, issueInputs{s: s})
 }
 
 // chart draws soak.png: orders/s and p99 against the orders in the database, a
