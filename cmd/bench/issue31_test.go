@@ -37,14 +37,15 @@ func TestIssueRowsWithNothingMeasured(t *testing.T) {
 func TestIssueRowsJudge(t *testing.T) {
 	r := synthetic()
 	h := &HoldsResults{VUs: 64, Points: []HoldsPoint{{Workload: "hot", Orders: 1000, Confirms: 850, ConfirmRatio: 0.85}},
-		Sweep: &SweepResult{Holds: 20_000, Before: 1000, During: 700, Ratio: 0.7}}
+		Sweep:  &SweepResult{Holds: 20_000, Before: 1000, During: 700, Ratio: 0.7},
+		Bursts: []BurstResult{{Placed: 200, Confirmed: 195}, {Placed: 200, Confirmed: 180}, {Placed: 200, Confirmed: 199}}}
 	rows := issueRows(issueInputs{r: r, h: h})
 	for prefix, want := range map[string]issueRow{
 		"hot SKU: confirms/s":      {Now: "0.85× (850 ÷ 1000/s, 64 VUs)", Mark: "pass"},
 		"orders/s during":          {Now: "0.70× (700 ÷ 1000/s), 20,000 holds", Mark: "**miss**"},
 		"default at 256 VUs":       {Now: "49% (3200 of 6500/s, hot)", Mark: "**miss**"},
 		"peak RssAnon":             {Now: "41.0 MiB (RssFile 20.0 MiB) at most (db-atomic)", Mark: "**miss**"},
-		"confirm burst":            {Now: notMeasured, Mark: notMeasured},
+		"confirm burst":            {Now: "195 of 200 (median of 3 bursts, 180-199)", Mark: "pass"},
 		"checkout soak":            {Now: notMeasured, Mark: notMeasured},
 		"replica CPU per order, l": {Now: "70 µs", Mark: "pass"},
 	} {
