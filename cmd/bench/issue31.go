@@ -133,7 +133,21 @@ func issueRows(in issueInputs) []issueRow {
 	rows = append(rows, row)
 
 	row = issueRow{What: "checkout soak, last 100k ÷ first 100k holds", Before: "–", Target: "≥ 0.90", Now: notMeasured, Mark: notMeasured}
-	_ = s
+	if s != nil && s.Checkout != nil && len(s.Checkout.Chunks) > 0 {
+		c := s.Checkout
+		if c.Ratio > 0 {
+			row.Now = fmt.Sprintf("%.2f (%.0f → %.0f holds/s)", c.Ratio, c.First, c.Last)
+		} else {
+			row.Now = "– (" + c.Reason + ")"
+		}
+		if c.Holds != checkoutFullHolds {
+			row.Now += fmt.Sprintf(", %s holds in all", thousands(c.Holds))
+		}
+		if !c.AuditsPass {
+			row.Now += ", an audit failed"
+		}
+		row.Mark = mark(c.Pass && c.AuditsPass)
+	}
 	rows = append(rows, row)
 	return rows
 }
