@@ -10,7 +10,7 @@
 //	go run ./cmd/bench -profile full   # longer runs, more repeats
 //	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
 //	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
-//	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders: its section replaced in place
+//	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders, then the checkout soak: its section replaced in place
 package main
 
 import (
@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"(nothing else measured; its section of the report, locks.json and locks.png replaced in place)")
 	fs.IntVar(&o.locksVUs, "locks-vus", 64, "VUs of the lock services benchmark")
 	fs.StringVar(&o.soak, "soak", "on", "the soak on the default strategy, hot and zipf alternating until the database holds -soak-orders orders, "+
-		"never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
+		"then the checkout soak to -soak-holds holds, never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
 	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
 	fs.Int64Var(&o.soakStep, "soak-step", 100_000, "the soak's step: orders/s and p99 per this many orders, and holds/s per this many holds in the checkout soak")
 	fs.IntVar(&o.soakVUs, "soak-vus", 64, "VUs of the soak")
