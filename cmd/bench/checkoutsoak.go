@@ -122,7 +122,7 @@ func checkoutSoak(ctx context.Context, o options, bins topology.Binaries, db *go
 		if err != nil {
 			return nil, fmt.Errorf("checkout soak, chunk %d: %w", i+1, err)
 		}
-		ch.SoakChunk.WallS = time.Since(t0).Seconds()
+		ch.WallS = time.Since(t0).Seconds()
 		ch.From, ch.To = count, count+ch.Accepted
 		res.Chunks = append(res.Chunks, ch.SoakChunk)
 		res.Confirmed, res.Released, res.Expired = res.Confirmed+ch.confirmed, res.Released+ch.released, res.Expired+ch.expired
