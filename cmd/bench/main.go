@@ -87,7 +87,7 @@ type Profile struct {
 
 var profiles = map[string]Profile{
 	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 4, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second,
-		SweepHolds: 20_000, SweepBefore: 5 * time.Second, LocksDuration: 2 * time.Second, LocksRepeats: 3,
+		SweepHolds: 100_000, SweepBefore: 5 * time.Second, LocksDuration: 2 * time.Second, LocksRepeats: 3,
 		SoakHolds: 200_000},
 	"full": {Name: "full", Duration: 10 * time.Second, Repeats: 6, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second,
 		SweepHolds: 100_000, SweepBefore: 10 * time.Second, LocksDuration: 10 * time.Second, LocksRepeats: 5,
