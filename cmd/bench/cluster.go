@@ -26,6 +26,7 @@ const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_record
 // a Redis namespace of their own.
 type cluster struct {
 	procs []*exec.Cmd
+	urls  []string // the replicas' own, behind the balancer
 	lb    *topology.Balancer
 	ns    string
 }
@@ -67,6 +68,7 @@ func startClusterFirst(ctx context.Context, o options, bins topology.Binaries, d
 		c.procs = append(c.procs, cmd)
 		backends = append(backends, u)
 	}
+	c.urls = backends
 	lb, err := topology.StartBalancer(ctx, backends, log)
 	if err != nil {
 		c.stop(ctx, o.redisURL, log)

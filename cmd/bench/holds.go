@@ -33,6 +33,9 @@ type HoldsResults struct {
 	Runs     []OpRun       `json:"runs"`
 	Points   []HoldsPoint  `json:"points"`
 	Sweep    *SweepResult  `json:"sweep,omitempty"`
+	// Bursts are the confirm bursts, one per repeat (none in a holds.json
+	// from before they were measured).
+	Bursts []BurstResult `json:"bursts,omitempty"`
 }
 
 // HoldsPoint is one workload's medians and the ratios to orders within the run.
@@ -103,7 +106,7 @@ func measureHolds(ctx context.Context, o options, bins topology.Binaries, db *go
 		}
 	}
 	log.Info("holds: plan", "strategy", orders.DefaultStrategy, "vus", b.vus, "workloads", names,
-		"runs", len(names)*3*o.profile.Repeats, "clusters", len(names)*2*o.profile.Repeats, "run_length", o.profile.Duration, "sweep_holds", o.profile.SweepHolds)
+		"runs", len(names)*3*o.profile.Repeats, "clusters", len(names)*2*o.profile.Repeats, "run_length", o.profile.Duration, "confirm_bursts", o.profile.Repeats, "sweep_holds", o.profile.SweepHolds)
 	for _, w := range o.workloads {
 		if !slices.Contains(holdWorkloads, w.Name) {
 			continue
@@ -143,6 +146,11 @@ func measureHolds(ctx context.Context, o options, bins topology.Binaries, db *go
 			"failed", p.Failed)
 		b.res.Points = append(b.res.Points, p)
 	}
+	bursts, err := b.bursts(ctx, o.profile.Repeats)
+	if err != nil {
+		return nil, fmt.Errorf("confirm burst: %w", err)
+	}
+	b.res.Bursts = bursts
 	sw, err := b.sweep(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)

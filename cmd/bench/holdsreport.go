@@ -29,6 +29,16 @@ func (h *HoldsResults) markdown(w io.Writer, out string) {
 		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.0f / %.0f / %.0f ms | %s | %s |\n", p.Title, p.Orders, p.Holds, p.Confirms,
 			p.HoldRatio, p.ConfirmRatio, p.OrderP99, p.HoldP99, p.ConfirmP99, failures(p.Failed, p.FailedBy), audit)
 	}
+	if len(h.Bursts) > 0 {
+		med, lo, hi := burstSummary(h.Bursts)
+		fmt.Fprintf(w, "\n**The confirm burst.** %d holds of one unit on %d SKUs (in turn), placed %d at a time through the balancer, each with the TTL left to one instant %s after the first was sent, so that all expire together; then every confirm sent at once, the lock wait (%s) before the earliest `expires_at`, on new replicas of the default strategy, each burst on SKUs of its own and ending with the audit. A confirm answered 201 was confirmed before its hold expired. %d bursts: **%.0f confirmed** (median; %d to %d).\n\n",
+			burstHolds, burstSKUs, burstPlacers, burstTTL, burstLockWait, len(h.Bursts), med, lo, hi)
+		fmt.Fprint(w, "| burst | placed (s) | expiry spread | confirms sent before the expiry | confirmed | the others' answers | last answer after | audit |\n|---:|---:|---:|---:|---:|---|---:|---|\n")
+		for i, b := range h.Bursts {
+			fmt.Fprintf(w, "| %d | %d (%.2fs) | %.0f ms | %.2fs | %d | %s | %.2fs | %d oversold, consistent: %v |\n", i+1, b.Placed, b.PlaceS, b.SpreadMS,
+				b.LeadS, b.Confirmed, failures(int64(b.Placed)-b.Confirmed, b.Others), b.LastS, b.Oversold, b.Consistent)
+		}
+	}
 	if s := h.Sweep; s != nil {
 		fmt.Fprintf(w, "\n**The sweeper.** %d holds of one unit each on one SKU, written with SQL in one transaction (%.1fs) as the service writes them (`reservations`, `reservation_lines`, a `stock_ledger` entry of kind `hold` each, the units moved from `skus.available` to `skus.reserved`), all with the same `expires_at`, before the replicas start; %d VUs order that same SKU throughout. Swept means `skus.reserved` read back 0 (polled every %s); \"during the sweep\" runs from the last reading of every unit still reserved to that one, and \"before\" is the window before expiry. The sweeper runs every second (the default `--sweep-interval`), in rounds of 500 holds in expiry order under the SKU's lock and fence.\n\n",
 			s.Holds, s.InsertS, s.VUs, sweepPoll)
@@ -66,6 +76,10 @@ func (h *HoldsResults) printSummary(w io.Writer) {
 		fmt.Fprintf(w, "  %-16s orders %5.0f/s  holds %5.0f/s  confirms %5.0f/s  hold/order %.2f  confirm/order %.2f  failed %s  oversold %d consistent %v\n",
 			p.Workload, p.Orders, p.Holds, p.Confirms, p.HoldRatio, p.ConfirmRatio, failures(p.Failed, p.FailedBy), p.Oversold, p.Consistent)
 	}
+	for i, b := range h.Bursts {
+		fmt.Fprintf(w, "confirm burst %d: %d of %d placed holds confirmed before their expiry (others %s), sent %.2fs before it; oversold %d, consistent %v\n",
+			i+1, b.Confirmed, b.Placed, failures(int64(b.Placed)-b.Confirmed, b.Others), b.LeadS, b.Oversold, b.Consistent)
+	}
 	if s := h.Sweep; s != nil {
 		fmt.Fprintf(w, "sweep of %d holds: first units back %.2fs after expiry, all swept %.2fs after (timed out: %v), %.0f holds/s; "+
 			"orders/s before %.0f, during %.0f, after %.0f: during/before %.2f; expired %d, oversold %d, consistent %v\n",
@@ -95,7 +109,10 @@ func (h *HoldsResults) writeOnly(o options) error {
 	}
 	var section bytes.Buffer
 	h.markdown(&section, o.out)
-	return os.WriteFile(o.markdown, spliceSection(old, section.Bytes()), 0o644)
+	if err := os.WriteFile(o.markdown, spliceSection(old, section.Bytes()), 0o644); err != nil {
+		return err
+	}
+	return writeIssueSection(o, issueInputs{h: h})
 }
 
 // spliceSection replaces the Holds section of report (up to the next heading

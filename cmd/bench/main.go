@@ -10,7 +10,7 @@
 //	go run ./cmd/bench -profile full   # longer runs, more repeats
 //	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
 //	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
-//	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders: its section replaced in place
+//	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders, then the checkout soak: its section replaced in place
 package main
 
 import (
@@ -80,13 +80,18 @@ type Profile struct {
 	// The lock services' runs: how long and how often each is measured.
 	LocksDuration time.Duration `json:"locks_duration_ns"`
 	LocksRepeats  int           `json:"locks_repeats"`
+	// SoakHolds are the holds the checkout soak places: the issue's 1,000,000
+	// take longer than the quick profile's quarter of an hour on a 2-core machine.
+	SoakHolds int64 `json:"soak_holds,omitempty"`
 }
 
 var profiles = map[string]Profile{
 	"quick": {Name: "quick", Duration: 2 * time.Second, Repeats: 4, VUs: []int{16, 64, 256}, PgBench: 5 * time.Second,
-		SweepHolds: 20_000, SweepBefore: 5 * time.Second, LocksDuration: 2 * time.Second, LocksRepeats: 3},
+		SweepHolds: 100_000, SweepBefore: 5 * time.Second, LocksDuration: 2 * time.Second, LocksRepeats: 3,
+		SoakHolds: 200_000},
 	"full": {Name: "full", Duration: 10 * time.Second, Repeats: 6, VUs: []int{16, 64, 256}, PgBench: 15 * time.Second,
-		SweepHolds: 100_000, SweepBefore: 10 * time.Second, LocksDuration: 10 * time.Second, LocksRepeats: 5},
+		SweepHolds: 100_000, SweepBefore: 10 * time.Second, LocksDuration: 10 * time.Second, LocksRepeats: 5,
+		SoakHolds: checkoutFullHolds},
 }
 
 type options struct {
@@ -107,6 +112,7 @@ type options struct {
 	soakOrders  int64
 	soakStep    int64
 	soakVUs     int
+	soakHolds   int64         // the checkout soak's holds; 0: no checkout soak
 	cpuProfile  time.Duration // 0: no CPU profile
 	command     string        // as typed, for the report
 }
@@ -135,10 +141,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"(nothing else measured; its section of the report, locks.json and locks.png replaced in place)")
 	fs.IntVar(&o.locksVUs, "locks-vus", 64, "VUs of the lock services benchmark")
 	fs.StringVar(&o.soak, "soak", "on", "the soak on the default strategy, hot and zipf alternating until the database holds -soak-orders orders, "+
-		"never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
+		"then the checkout soak to -soak-holds holds, never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
 	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
-	fs.Int64Var(&o.soakStep, "soak-step", 100_000, "the soak's step: orders/s and p99 per this many orders")
+	fs.Int64Var(&o.soakStep, "soak-step", 100_000, "the soak's step: orders/s and p99 per this many orders, and holds/s per this many holds in the checkout soak")
 	fs.IntVar(&o.soakVUs, "soak-vus", 64, "VUs of the soak")
+	fs.Int64Var(&o.soakHolds, "soak-holds", -1, "holds the checkout soak places, after the orders' soak, on emptied tables; its first and last -soak-step holds "+
+		"are compared (-1: the profile's, quick 200,000, full 1,000,000; 0: no checkout soak)")
 	fs.DurationVar(&o.cpuProfile, "cpu-profile", 10*time.Second, fmt.Sprintf("the CPU profile of one replica of the default strategy under the hot SKU at %d VUs, "+
 		"in a run of its own after the points of its first round, written to the -out folder with its top 20; 0 turns it off", profileVUs))
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
@@ -163,6 +171,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *sweepHolds > 0 {
 		p.SweepHolds = *sweepHolds
 	}
+	if o.soakHolds < 0 {
+		o.soakHolds = p.SoakHolds
+	}
 	if o.holds != "on" && o.holds != "off" && o.holds != "only" {
 		return fmt.Errorf("holds: %q (want on, off or only)", o.holds)
 	}
@@ -178,8 +189,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if o.soak != "on" && o.soak != "off" && o.soak != "only" {
 		return fmt.Errorf("soak: %q (want on, off or only)", o.soak)
 	}
-	if o.soakOrders < 1 || o.soakStep < 1 || o.soakStep > o.soakOrders || o.soakVUs < 1 {
-		return fmt.Errorf("soak: orders %d, step %d, VUs %d: want positive numbers, the step no more than the orders", o.soakOrders, o.soakStep, o.soakVUs)
+	if o.soakOrders < 1 || o.soakStep < 1 || o.soakStep > o.soakOrders || o.soakVUs < 1 || (o.soakHolds > 0 && o.soakStep > o.soakHolds) {
+		return fmt.Errorf("soak: orders %d, holds %d, step %d, VUs %d: want positive numbers, the step no more than the orders or the holds",
+			o.soakOrders, o.soakHolds, o.soakStep, o.soakVUs)
 	}
 	o.requireReal = getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1"
 	o.command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))

@@ -9,14 +9,20 @@ import (
 
 // markdown writes BENCHMARKS.md: how to rerun, the machine, the targets, the
 // tables, the charts and what the figures mean.
-func (r *Results) markdown(w io.Writer, o options) {
+func (r *Results) markdown(w io.Writer, o options, in issueInputs) {
 	m := r.Machine
 	fmt.Fprintf(w, `# Benchmarks
 
 Written by `+"`make bench`"+` (`+"`go run ./cmd/bench -profile %s`"+`) on %s, commit %s. Rerun it to
 replace this file, `+"`benchmarks/results.json`"+` (every run) and the charts.
 
-**Setup.** %d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
+`, r.Profile.Name, m.When, m.Commit)
+	in.r = r
+	issueMarkdown(w, in)
+	fmt.Fprintf(w, `
+## Setup
+
+%d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
 the machine's Redis and PostgreSQL, with the load generator as the client (closed model:
 each VU sends its next order when the last is answered; quantity 1, an Idempotency-Key on
 every order, no retries or cancels). The strategies are measured in %d rounds, in turn,
@@ -31,10 +37,10 @@ the HTTP path allows on this machine.
 **Machine.** %s, %d cores, %s memory; %s; PostgreSQL %s (fsync %s, synchronous_commit %s);
 Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares the cores.
 
-`, r.Profile.Name, m.When, m.Commit, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
+`, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
 		m.CPU, m.Cores, m.Memory, m.Go, m.PostgreSQL, m.Fsync, m.SyncCommit, m.Redis)
 
-	fmt.Fprintf(w, "## Targets\n\n| target | figure | |\n|---|---|---|\n")
+	fmt.Fprintf(w, "## The strategies' targets (issue 17)\n\n| target | figure | |\n|---|---|---|\n")
 	for _, t := range r.Targets {
 		mark := "pass"
 		if !t.Pass {
@@ -50,18 +56,21 @@ Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares t
 	fmt.Fprintf(w, "\n![accepted orders/s against VUs per strategy](%s/throughput.png)\n\n![latency percentiles per strategy](%s/latency.png)\n", o.out, o.out)
 
 	fmt.Fprintf(w, "\n## Cost per accepted order\n\n")
-	fmt.Fprintf(w, "| strategy | workload | CPU µs: replicas + Redis + PostgreSQL = total | Redis commands | DB write transactions |\n|---|---|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| strategy | workload | CPU µs: replicas + Redis + PostgreSQL = total | Redis commands | Redis round trips | DB write transactions |\n|---|---|---:|---:|---:|---:|\n")
 	for _, c := range r.Costs {
-		fmt.Fprintf(w, "| %s | %s | %.0f + %.0f + %.0f = **%.0f** | %.2f | %.3f |\n", c.Strategy, c.Workload,
-			1e6*c.CPU.Replicas, 1e6*c.CPU.Redis, 1e6*c.CPU.Postgres, 1e6*c.CPU.Total(), c.RedisPerOrder, c.DBWritesPerOrder)
+		fmt.Fprintf(w, "| %s | %s | %.0f + %.0f + %.0f = **%.0f** | %.2f | %s | %.3f |\n", c.Strategy, c.Workload,
+			1e6*c.CPU.Replicas, 1e6*c.CPU.Redis, 1e6*c.CPU.Postgres, 1e6*c.CPU.Total(), c.RedisPerOrder, fmtTrips(c.TripsPerOrder), c.DBWritesPerOrder)
 	}
 	fmt.Fprintf(w, `
 CPU is user and system time from `+"`/proc/<pid>/stat`"+` of the replicas, the Redis server and
 every PostgreSQL process (with the postmaster's reaped backends, and its background
 writers: the WAL an order writes is part of its cost), sampled every 100 ms and read off
 at the start and end of each run's load phase; Redis commands are the server's
-`+"`total_commands_processed`"+` and database write transactions the transaction ids
-PostgreSQL assigned, over the whole run (its seeding and audit included). All three are
+`+"`total_commands_processed`"+` (with every command a Lua script runs inside Redis),
+Redis round trips the replicas' own count of their calls to Redis
+(`+"`stockguard_redis_round_trips_total`"+`, read from each replica's `+"`/metrics`"+`:
+a command, a script or a pipeline is one), and database write transactions the
+transaction ids PostgreSQL assigned, over the whole run (its seeding and audit included). All three are
 summed over every VU count and round of the workload and divided by the orders accepted.
 The balancer and the generator are not counted: they are the client's side.
 %s
@@ -144,4 +153,12 @@ func fmtList(xs []float64) string {
 		parts[i] = fmt.Sprintf("%.0f", x)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// fmtTrips is round trips per order, or a dash when not measured.
+func fmtTrips(x float64) string {
+	if x == 0 {
+		return notMeasured
+	}
+	return fmt.Sprintf("%.2f", x)
 }

@@ -48,7 +48,10 @@ type Run struct {
 	Unsettled    int64   `json:"orders_unsettled"`
 	Mismatches   int     `json:"mismatches"`
 	RedisCmds    int64   `json:"redis_commands"`
-	DBWriteTxs   int64   `json:"db_write_transactions"`
+	// RedisTrips are the replicas' round trips to Redis over the run, from
+	// their /metrics (0: not measured, a build or a results.json from before).
+	RedisTrips int64 `json:"redis_round_trips,omitempty"`
+	DBWriteTxs int64 `json:"db_write_transactions"`
 	// CPU is what the replicas, Redis and PostgreSQL spent over the load phase.
 	CPU CPU `json:"cpu"`
 	// Memory is the highest RssAnon a replica reached over the load phase, with
@@ -244,9 +247,20 @@ func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *go
 	if err := db.WithContext(ctx).Exec("ANALYZE").Error; err != nil {
 		return b, fmt.Errorf("analyze: %w", err)
 	}
+	// Round trips are read from every replica before and after each point;
+	// replicas that do not count them leave the figure out.
+	trips := true
 	point := func(w Workload, vus int) (Run, error) {
+		before, terr := redisRoundTrips(ctx, c.urls)
+		if terr != nil && trips {
+			log.Warn("redis round trips not measured", "strategy", s, "err", terr)
+			trips = false
+		}
 		r, err := meteredRun(ctx, meter, bins.Loadtest, c.lb.URL, rdb, db, w, vus, o.profile.Duration)
 		r.Strategy, r.Round = string(s), round
+		if after, aerr := redisRoundTrips(ctx, c.urls); trips && err == nil && aerr == nil {
+			r.RedisTrips = after - before
+		}
 		tick()
 		return r, err
 	}

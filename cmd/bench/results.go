@@ -87,9 +87,12 @@ type Ceiling struct {
 // Cost is what a strategy spends per accepted order on one workload, over all
 // its runs there (every VU count and round).
 type Cost struct {
-	Strategy         string  `json:"strategy"`
-	Workload         string  `json:"workload"`
-	RedisPerOrder    float64 `json:"redis_commands_per_order"`
+	Strategy      string  `json:"strategy"`
+	Workload      string  `json:"workload"`
+	RedisPerOrder float64 `json:"redis_commands_per_order"`
+	// TripsPerOrder are the replicas' round trips to Redis per accepted
+	// order, over the runs that measured them (0: none did).
+	TripsPerOrder    float64 `json:"redis_round_trips_per_order,omitempty"`
 	DBWritesPerOrder float64 `json:"db_write_transactions_per_order"`
 	// CPU is the order path's CPU seconds per accepted order, by part.
 	CPU CPU `json:"cpu_s_per_order"`
@@ -211,12 +214,15 @@ func (r *Results) summarize() {
 	for _, s := range r.strategies() {
 		for _, w := range workloads {
 			var c Cost
-			var accepted int64
-			var cmds, txs int64
+			var accepted, tripsAccepted int64
+			var cmds, txs, trips int64
 			for _, x := range r.Runs {
 				if x.Strategy == s && x.Workload == w.Name {
 					cmds, txs, accepted = cmds+x.RedisCmds, txs+x.DBWriteTxs, accepted+x.Accepted
 					c.CPU = c.CPU.add(x.CPU)
+					if x.RedisTrips > 0 {
+						trips, tripsAccepted = trips+x.RedisTrips, tripsAccepted+x.Accepted
+					}
 				}
 			}
 			if accepted == 0 {
@@ -225,6 +231,9 @@ func (r *Results) summarize() {
 			a := float64(accepted)
 			c.Strategy, c.Workload = s, w.Name
 			c.RedisPerOrder, c.DBWritesPerOrder = float64(cmds)/a, float64(txs)/a
+			if tripsAccepted > 0 {
+				c.TripsPerOrder = float64(trips) / float64(tripsAccepted)
+			}
 			c.CPU = c.CPU.div(a)
 			r.Costs = append(r.Costs, c)
 		}
@@ -391,11 +400,15 @@ func (r *Results) write(o options) error {
 	if err := r.charts(o.out); err != nil {
 		return fmt.Errorf("charts: %w", err)
 	}
+	in, err := loadIssueInputs(o.out, issueInputs{r: r, h: r.Holds})
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(o.markdown)
 	if err != nil {
 		return err
 	}
-	r.markdown(f, o)
+	r.markdown(f, o, in)
 	return f.Close()
 }
 

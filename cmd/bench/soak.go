@@ -87,7 +87,15 @@ func keepSoakSection(o options) error {
 
 func measureSoak(ctx context.Context, o options, log *slog.Logger) (*SoakResults, error) {
 	res, err := withBench(ctx, o, log, func(bins topology.Binaries, db *gorm.DB, rdb *redis.Client) (*SoakResults, error) {
-		return soak(ctx, o, bins, db, rdb, log)
+		s, err := soak(ctx, o, bins, db, rdb, log)
+		if err != nil || o.soakHolds == 0 {
+			return s, err
+		}
+		// The checkout soak after the orders', on emptied tables of its own.
+		if s.Checkout, err = checkoutSoak(ctx, o, bins, db, rdb, log, s.When); err != nil {
+			return nil, err
+		}
+		return s, nil
 	})
 	if err != nil {
 		return nil, interrupted(ctx, err)
@@ -189,7 +197,7 @@ func soak(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, r
 				"consistent", ch.Consistent, "oversold", r.Oversold)
 		}
 	}
-	res.Steps = soakSteps(res.Chunks, res.Step, res.Orders)
+	res.Steps = soakSteps(res.Chunks, res.Step, res.Orders, soakWorkloads)
 	res.judge()
 	log.Info("soak: done", "orders", count, "counted", res.Counted, "steps", len(res.Steps), "elapsed", time.Since(start).Round(time.Second),
 		"timed_out", res.TimedOut)

@@ -19,7 +19,7 @@ func TestSoakSteps(t *testing.T) {
 		{Workload: "zipf", From: 180, To: 240, Accepted: 60, Seconds: 20, P99: 50}, // 3/s: 20 in step 2, 40 in step 3
 		{Workload: "hot", From: 240, To: 290, Accepted: 50, Seconds: 10, P99: 40},  // 5/s: 50 in step 3, beyond the goal of 280 too
 	}
-	steps := soakSteps(chunks, 100, 280)
+	steps := soakSteps(chunks, 100, 280, soakWorkloads)
 	if len(steps) != 3 {
 		t.Fatalf("%d steps, want 3: %+v", len(steps), steps)
 	}
@@ -51,14 +51,14 @@ func TestSoakSteps(t *testing.T) {
 	two := soakSteps([]SoakChunk{
 		{Workload: "hot", From: 0, To: 30, Accepted: 30, Seconds: 1, P99: 10},
 		{Workload: "hot", From: 30, To: 100, Accepted: 70, Seconds: 9, P99: 20},
-	}, 100, 100)
+	}, 100, 100, soakWorkloads)
 	if r := two[0].rate("hot"); !near(r.OrdersPerSec, 10) || !near(r.P99, 17) {
 		t.Errorf("two chunks: %.2f orders/s p99 %.2f, want 10 (100 in 10 s) and 17 (0.3×10 + 0.7×20)", r.OrdersPerSec, r.P99)
 	}
 	if r := two[0].rate("zipf"); r.Seconds != 0 || r.OrdersPerSec != 0 {
 		t.Errorf("no zipf chunk: got %+v, want nothing", r)
 	}
-	if soakSteps(nil, 100, 100) != nil {
+	if soakSteps(nil, 100, 100, soakWorkloads) != nil {
 		t.Error("steps without chunks")
 	}
 }
@@ -82,7 +82,7 @@ func soakFixture(hotLast, zipfLast float64) *SoakResults {
 		Tables: []SoakTable{{Name: "orders", Rows: 200, Bytes: 1 << 20, Autoanalyzes: 2}},
 		// The control after: the machine slowed zipf as much as the history did, hot not.
 		Fresh: []SoakChunk{{Workload: "hot", OrdersPerSec: 1000, Accepted: 10, Seconds: 0.01}, {Workload: "zipf", OrdersPerSec: 850, Accepted: 10, Seconds: 0.01}}}
-	s.Steps = soakSteps(chunks, s.Step, s.Orders)
+	s.Steps = soakSteps(chunks, s.Step, s.Orders, soakWorkloads)
 	s.judge()
 	return s
 }
@@ -114,7 +114,7 @@ func TestSoakJudge(t *testing.T) {
 		}
 	}
 
-	one := &SoakResults{Orders: 100, Step: 100, Steps: soakSteps([]SoakChunk{{Workload: "hot", To: 100, Accepted: 100, Seconds: 1}}, 100, 100)}
+	one := &SoakResults{Orders: 100, Step: 100, Steps: soakSteps([]SoakChunk{{Workload: "hot", To: 100, Accepted: 100, Seconds: 1}}, 100, 100, soakWorkloads)}
 	one.judge()
 	if one.Targets[0].Pass || one.Targets[0].Reason == "" {
 		t.Errorf("one step: %+v, want a miss: nothing to compare", one.Targets[0])
@@ -175,7 +175,13 @@ func TestSoakReport(t *testing.T) {
 	}
 	b.Reset()
 	s.markdown(&b, o.out)
-	if want := "# B\n\n" + b.String() + "\n## The strategies\n\nkept\n"; string(got) != want {
+	var issue bytes.Buffer
+	in, err := loadIssueInputs(o.out, issueInputs{s: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issueMarkdown(&issue, in) // the issue's targets lead the report
+	if want := "# B\n\n" + issue.String() + "\n" + b.String() + "\n## The strategies\n\nkept\n"; string(got) != want {
 		t.Errorf("report:\n got %q\nwant %q", got, want)
 	}
 	if fi, err := os.Stat(filepath.Join(o.out, "soak.png")); err != nil || fi.Size() == 0 {

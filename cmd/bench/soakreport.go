@@ -47,6 +47,9 @@ type SoakResults struct {
 	Steps   []SoakStep   `json:"steps"`
 	Targets []SoakTarget `json:"targets"`
 	Tables  []SoakTable  `json:"tables"`
+	// Checkout is the checkout soak (nil in a soak.json from before it, or
+	// with -soak-holds 0).
+	Checkout *CheckoutSoak `json:"checkout,omitempty"`
 }
 
 // SoakChunk is one load generator run: From and To are the orders in the
@@ -120,7 +123,7 @@ type SoakTable struct {
 // workload's rate in each: a chunk's orders are spread evenly over its orders
 // in the database, so a chunk that straddles two steps counts in each, with
 // its seconds shared in proportion.
-func soakSteps(chunks []SoakChunk, step, goal int64) []SoakStep {
+func soakSteps(chunks []SoakChunk, step, goal int64, wls []string) []SoakStep {
 	if step <= 0 || len(chunks) == 0 {
 		return nil
 	}
@@ -130,7 +133,7 @@ func soakSteps(chunks []SoakChunk, step, goal int64) []SoakStep {
 		hi := min(lo+step, end)
 		s := SoakStep{From: lo, To: hi, Full: hi-lo == step}
 		var load float64
-		for _, w := range soakWorkloads {
+		for _, w := range wls {
 			r := SoakRate{Workload: w}
 			var p99 float64
 			for _, c := range chunks {
@@ -324,6 +327,10 @@ func (s *SoakResults) markdown(w io.Writer, out string) {
 			"a sequential scan of a big table on the order path would show here and in the curve; `internal/gormstore`'s plan test checks every "+
 			"query of the order path for an index on tables of 100,000 rows never analysed.\n")
 	}
+	if s.Checkout != nil {
+		fmt.Fprintln(w)
+		s.Checkout.markdown(w, out)
+	}
 }
 
 func (s *SoakResults) printSummary(w io.Writer) {
@@ -336,6 +343,10 @@ func (s *SoakResults) printSummary(w io.Writer) {
 			fmt.Fprintf(w, "  %s %5.0f/s p99 %4.0f ms", wl, r.OrdersPerSec, r.P99)
 		}
 		fmt.Fprintf(w, "  load %.1f\n", st.Load)
+	}
+	if c := s.Checkout; c != nil {
+		fmt.Fprintf(w, "checkout soak: %s holds in %d chunks, %.1f min (timed out: %v): first %s %.0f holds/s, last %.0f: last/first %.2f pass %v %s; audits pass %v\n",
+			thousands(c.reached()), len(c.Chunks), c.Seconds/60, c.TimedOut, thousands(c.Window), c.First, c.Last, c.Ratio, c.Pass, c.Reason, c.AuditsPass)
 	}
 	for _, t := range s.Targets {
 		fmt.Fprintf(w, "  target %s: last/first %.2f (%.0f -> %.0f orders/s) pass %v %s; fresh tables after %.0f orders/s, last/fresh %.2f\n",
@@ -398,38 +409,69 @@ func (s *SoakResults) writeSection(o options) error {
 	}
 	var section bytes.Buffer
 	s.markdown(&section, o.out)
-	return os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), soakHeading), 0o644)
+	if err := os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), soakHeading), 0o644); err != nil {
+		return err
+	}
+	return writeIssueSection(o, issueInputs{s: s})
 }
 
-// chart draws soak.png: orders/s and p99 against the orders in the database, a
-// line per workload through its steps, and each chunk as a dot.
+// chart draws soak.png, and soak-checkout.png for the checkout soak.
 func (s *SoakResults) chart(path string) error {
-	if len(s.Steps) == 0 {
+	if c := s.Checkout; c != nil && len(c.Steps) > 0 {
+		if err := soakChart(checkoutChartPath(path), soakCurve{title: fmt.Sprintf("%s, %d VUs, checkouts, never analysed", s.Strategy, c.VUs),
+			x: "holds placed (thousands)", rate: "holds placed/s", p99: "hold p99 latency", wls: checkoutWorkloads, steps: c.Steps,
+			chunks: c.Chunks, step: c.Window}); err != nil {
+			return err
+		}
+	}
+	return soakChart(path, soakCurve{title: fmt.Sprintf("%s, %d VUs, never analysed", s.Strategy, s.VUs), x: "orders in the database (thousands)",
+		rate: "accepted orders/s", p99: "p99 latency", wls: soakWorkloads, steps: s.Steps, chunks: s.Chunks, fresh: s.Fresh, reached: s.reached(), step: s.Step})
+}
+
+// checkoutChartPath is soak-checkout.png beside soak.png.
+func checkoutChartPath(soakPNG string) string {
+	return filepath.Join(filepath.Dir(soakPNG), "soak-checkout.png")
+}
+
+// soakCurve is what a soak chart draws.
+type soakCurve struct {
+	title, x, rate, p99 string
+	wls                 []string
+	steps               []SoakStep
+	chunks, fresh       []SoakChunk
+	reached, step       int64
+}
+
+// soakChart draws the rate and p99 against the count in the database, a line
+// per workload through its steps, and each chunk as a dot.
+func soakChart(path string, cv soakCurve) error {
+	if len(cv.steps) == 0 {
 		return nil
 	}
+	unit := strings.TrimSuffix(strings.Fields(cv.x)[0], "s")
 	panels := make([]*plot.Plot, 0, 2)
 	for _, panel := range []struct {
 		title, unit string
 		step        func(SoakRate) float64
 		chunk       func(SoakChunk) float64
 	}{
-		{"accepted orders/s", "orders/s", func(r SoakRate) float64 { return r.OrdersPerSec }, func(c SoakChunk) float64 { return c.OrdersPerSec }},
-		{"p99 latency", "ms", func(r SoakRate) float64 { return r.P99 }, func(c SoakChunk) float64 { return c.P99 }},
+		{cv.rate, "per second", func(r SoakRate) float64 { return r.OrdersPerSec }, func(c SoakChunk) float64 { return c.OrdersPerSec }},
+		{cv.p99, "ms", func(r SoakRate) float64 { return r.P99 }, func(c SoakChunk) float64 { return c.P99 }},
 	} {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s, %d VUs, never analysed: %s", s.Strategy, s.VUs, panel.title)
-		p.X.Label.Text = "orders in the database (thousands)"
+		p.Title.Text = cv.title + ": " + panel.title
+		p.X.Label.Text = cv.x
 		p.Y.Label.Text = panel.unit
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
-		for k, wl := range soakWorkloads {
+		for k, wl := range cv.wls {
 			var steps, dots plotter.XYs
-			for _, st := range s.Steps {
+			for _, st := range cv.steps {
 				if r := st.rate(wl); r.Seconds > 0 {
 					steps = append(steps, plotter.XY{X: float64(st.From+st.To) / 2 / 1000, Y: panel.step(r)})
 				}
 			}
-			for _, c := range s.Chunks {
+			for _, c := range cv.chunks {
 				if c.Workload == wl {
 					dots = append(dots, plotter.XY{X: float64(c.From+c.To) / 2 / 1000, Y: panel.chunk(c)})
 				}
@@ -441,7 +483,7 @@ func (s *SoakResults) chart(path string) error {
 			}
 			line.Color, points.Color, line.Width = colour, colour, vg.Points(2)
 			p.Add(line, points)
-			p.Legend.Add(fmt.Sprintf("%s, per %s orders", wl, thousands(s.Step)), line, points)
+			p.Legend.Add(fmt.Sprintf("%s, per %s %ss", wl, thousands(cv.step), unit), line, points)
 			if len(dots) > 0 {
 				sc, err := plotter.NewScatter(dots)
 				if err != nil {
@@ -451,11 +493,11 @@ func (s *SoakResults) chart(path string) error {
 				p.Add(sc)
 				p.Legend.Add(wl+", per chunk", sc)
 			}
-			for _, f := range s.Fresh {
+			for _, f := range cv.fresh {
 				if f.Workload != wl {
 					continue
 				}
-				fr, err := plotter.NewScatter(plotter.XYs{{X: float64(s.reached()) / 1000, Y: panel.chunk(f)}})
+				fr, err := plotter.NewScatter(plotter.XYs{{X: float64(cv.reached) / 1000, Y: panel.chunk(f)}})
 				if err != nil {
 					return err
 				}

@@ -74,6 +74,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every call of the Redis client: the cache, redis-atomic's counters,
+	// lock-polling's locks, and pkg/lock's Redis locks when --lock-url is empty
+	// (a lock service of its own has clients of its own, not counted).
+	rdb.AddHook(redisRoundTrips(reg))
 	lockMetrics := lockprom.New("stockguard")
 	reg.MustRegister(lockMetrics)
 	obs := newObserver(reg, log)
