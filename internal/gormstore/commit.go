@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
@@ -209,11 +210,68 @@ func orderRows(o orders.Order) (orderRow, []lineRow) {
 	return row, lines
 }
 
-func createAll[T any](tx *gorm.DB, rows []T) error {
+// row is a table's row as createAll inserts it: its columns, and its values
+// in their order. An autoincrement id is left out, for the database to number.
+type row interface {
+	TableName() string
+	columns() string // "(a, b, c)"
+	values() []any
+}
+
+// createAll inserts rows, insertRows to a statement: a multi-row INSERT built
+// here and sent on the transaction's connection, rather than GORM's Create,
+// which reflects on every field of every row, builds the statement placeholder
+// by placeholder and, on PostgreSQL, reads back the ids it numbered
+// (RETURNING), which nothing reads. An error is translated as GORM's are: a
+// duplicate key is gorm.ErrDuplicatedKey.
+func createAll[T row](tx *gorm.DB, rows []T) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	return tx.CreateInBatches(&rows, insertRows).Error
+	var zero T
+	cols := zero.columns()
+	width := strings.Count(cols, ",") + 1
+	numbered := tx.Name() == "postgres" // $1, $2, ...; the others take ?
+	for chunk := range slices.Chunk(rows, insertRows) {
+		b := make([]byte, 0, 32+len(zero.TableName())+len(cols)+len(chunk)*width*6)
+		b = append(b, "INSERT INTO "...)
+		b = append(b, zero.TableName()...)
+		b = append(b, ' ')
+		b = append(b, cols...)
+		b = append(b, " VALUES "...)
+		args := make([]any, 0, len(chunk)*width)
+		for i, r := range chunk {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, '(')
+			for j := range width {
+				if j > 0 {
+					b = append(b, ", "...)
+				}
+				if numbered {
+					b = strconv.AppendInt(append(b, '$'), int64(len(args)+j+1), 10)
+				} else {
+					b = append(b, '?')
+				}
+			}
+			b = append(b, ')')
+			args = append(args, r.values()...)
+		}
+		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(b), args...); err != nil {
+			return translated(tx, err)
+		}
+	}
+	return nil
+}
+
+// translated is err in GORM's words when the database was opened with
+// TranslateError (Open does), as GORM's own calls return it.
+func translated(db *gorm.DB, err error) error {
+	if t, ok := db.Dialector.(gorm.ErrorTranslator); ok && db.TranslateError {
+		return t.Translate(err)
+	}
+	return err
 }
 
 // CommitUnguarded is the unsafe strategy's read-modify-write: each SKU's stock

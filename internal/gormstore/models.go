@@ -27,6 +27,9 @@ type orderRow struct {
 
 func (orderRow) TableName() string { return "orders" }
 
+func (orderRow) columns() string { return "(id, status, created_at, cancelled_at, reservation_id)" }
+func (r orderRow) values() []any { return []any{r.ID, r.Status, r.CreatedAt, r.CancelledAt, r.HoldID} }
+
 type lineRow struct {
 	OrderID  string `gorm:"column:order_id;primaryKey;size:40"`
 	SKU      string `gorm:"column:sku;primaryKey;size:64;index:idx_order_lines_sku"`
@@ -34,6 +37,9 @@ type lineRow struct {
 }
 
 func (lineRow) TableName() string { return "order_lines" }
+
+func (lineRow) columns() string { return "(order_id, sku, quantity)" }
+func (r lineRow) values() []any { return []any{r.OrderID, r.SKU, r.Quantity} }
 
 // ledgerRow is one change of stock: a restock (+), a sale (-) or a cancel (+).
 type ledgerRow struct {
@@ -49,6 +55,14 @@ type ledgerRow struct {
 
 func (ledgerRow) TableName() string { return "stock_ledger" }
 
+func (ledgerRow) columns() string {
+	return "(sku, delta, kind, order_id, reservation_id, fence, created_at)" // id: numbered by the database
+}
+
+func (r ledgerRow) values() []any {
+	return []any{r.SKU, r.Delta, r.Kind, r.OrderID, r.HoldID, r.Fence, r.CreatedAt}
+}
+
 // idempotencyRow is written in the transaction of the order it made (or of the
 // refusal it replays), and kept for the retention.
 type idempotencyRow struct {
@@ -62,6 +76,14 @@ type idempotencyRow struct {
 }
 
 func (idempotencyRow) TableName() string { return "idempotency_records" }
+
+func (idempotencyRow) columns() string {
+	return "(idem_key, request_hash, order_id, reservation_id, short_skus, created_at, updated_at)"
+}
+
+func (r idempotencyRow) values() []any {
+	return []any{r.Key, r.Hash, r.OrderID, r.HoldID, r.ShortSKUs, r.CreatedAt, r.UpdatedAt}
+}
 
 type migrationRow struct {
 	Version   int       `gorm:"column:version;primaryKey;autoIncrement:false"`
@@ -84,6 +106,11 @@ type holdRow struct {
 
 func (holdRow) TableName() string { return "reservations" }
 
+func (holdRow) columns() string { return "(id, status, created_at, expires_at, ended_at, order_id)" }
+func (r holdRow) values() []any {
+	return []any{r.ID, r.Status, r.CreatedAt, r.ExpiresAt, r.EndedAt, r.OrderID}
+}
+
 type holdLineRow struct {
 	HoldID   string `gorm:"column:reservation_id;primaryKey;size:40"`
 	SKU      string `gorm:"column:sku;primaryKey;size:64;index:idx_reservation_lines_sku"`
@@ -91,6 +118,9 @@ type holdLineRow struct {
 }
 
 func (holdLineRow) TableName() string { return "reservation_lines" }
+
+func (holdLineRow) columns() string { return "(reservation_id, sku, quantity)" }
+func (r holdLineRow) values() []any { return []any{r.HoldID, r.SKU, r.Quantity} }
 
 // leaderRow is the last lease token a once-per-cluster job (the sweeper) wrote
 // under: a former leader's writes, with a smaller token, are refused.

@@ -359,11 +359,24 @@ func decodeBody(contentType string, body io.Reader, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return decodeError(err)
+	if !onlySpace(data[dec.InputOffset():]) {
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			if err != nil {
+				return decodeError(err)
+			}
+			return fmt.Errorf("%w: data after the JSON value", errBadJSON)
 		}
-		return fmt.Errorf("%w: data after the JSON value", errBadJSON)
+	}
+	if key, null, ok := scanValue(data); ok {
+		// The answers duplicateKey and hasNull would give, in one pass and
+		// without encoding/json's tokenizer (most of a small order's decoding).
+		switch {
+		case key != "":
+			return fmt.Errorf("%w: key %q given twice in one object", errBadJSON, key)
+		case null:
+			return fmt.Errorf("%w: null is the value of no field (leave the field out)", errBadJSON)
+		}
+		return nil
 	}
 	if key, err := duplicateKey(data); err != nil || key != "" {
 		if err != nil {
@@ -397,6 +410,111 @@ func hasNull(data []byte) (bool, error) {
 			return true, nil
 		}
 	}
+}
+
+// onlySpace says whether b is JSON whitespace alone: what follows a value that
+// ends the body.
+func onlySpace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxDigits is the longest run of digits scanValue lets through: far from the
+// 309 that overflow a float64 (which the tokenizer refuses).
+const maxDigits = 100
+
+// maxScanKeys is the most keys scanValue compares within one object (each
+// with every other); an object with more is left to duplicateKey's map.
+const maxScanKeys = 64
+
+// scanValue is duplicateKey and hasNull at once on data, one JSON value that
+// encoding/json has accepted: the first key given twice in one object, or "";
+// and whether a null is in it. ok is false when a key is not plain ASCII (an
+// escape, or a letter outside ASCII, whose case folding is foldKey's), or an
+// object has over maxScanKeys keys, or a number may be beyond float64 (which
+// duplicateKey refuses): the caller asks duplicateKey and hasNull.
+// For plain ASCII keys foldKey's equality is ASCII case-insensitive equality.
+func scanValue(data []byte) (dup string, null, ok bool) {
+	type span struct{ from, to int }
+	var keysBuf [16]span
+	var openBuf [8]int
+	keys := keysBuf[:0] // the keys of the objects being read, outermost first
+	open := openBuf[:0] // per container being read: where its keys start in keys; -1 for an array
+	prev := byte(0)     // the last structural byte
+	run := 0            // digits in a row
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{':
+			open = append(open, len(keys))
+		case '[':
+			open = append(open, -1)
+		case '}', ']':
+			if from := open[len(open)-1]; from >= 0 {
+				keys = keys[:from]
+			}
+			open = open[:len(open)-1]
+		case ',', ':':
+		case 'n':
+			null = true // outside a string, only null starts with n
+			continue
+		case 'e', 'E':
+			// An exponent (outside a string, only a number has an e or an E):
+			// the tokenizer refuses a number beyond float64, which only an
+			// exponent or some 300 digits make.
+			return "", false, false
+		case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			if run++; run > maxDigits {
+				return "", false, false
+			}
+			continue
+		case '"':
+			end, plain := stringEnd(data, i)
+			if len(open) > 0 && open[len(open)-1] >= 0 && (prev == '{' || prev == ',') {
+				if !plain {
+					return "", false, false
+				}
+				from := open[len(open)-1]
+				if len(keys)-from >= maxScanKeys {
+					return "", false, false
+				}
+				key := data[i+1 : end]
+				for _, k := range keys[from:] {
+					if bytes.EqualFold(data[k.from:k.to], key) {
+						return string(key), null, len(key) > 0 // "" twice is duplicateKey's to answer
+					}
+				}
+				keys = append(keys, span{i + 1, end})
+			}
+			i = end
+		default:
+			run = 0
+			continue // a scalar's other bytes, or whitespace
+		}
+		run, prev = 0, data[i]
+	}
+	return "", null, true
+}
+
+// stringEnd is the index of the quote that closes the string opening at
+// data[start], and whether the string is plain: ASCII without escapes.
+func stringEnd(data []byte, start int) (int, bool) {
+	plain := true
+	for i := start + 1; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			return i, plain
+		case c == '\\':
+			plain = false
+			i++ // the escaped byte, a quote included
+		case c >= 0x80:
+			plain = false
+		}
+	}
+	return len(data), false // not reached on a value encoding/json accepted
 }
 
 // duplicateKey returns the first key that data, one JSON value, has twice in the
