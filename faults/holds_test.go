@@ -231,8 +231,8 @@ func TestConfirmRacesExpiry(t *testing.T) {
 }
 
 // The same race as TestConfirmRacesExpiry, as one burst: the 200 holds aimed
-// at one instant on 4 SKUs. Confirms are not batched, so each takes its SKUs'
-// locks on its own and a SKU's confirms queue behind each other; so the burst's
+// at one instant on 4 SKUs. Confirms were not batched then, so each took its SKUs'
+// locks on its own and a SKU's confirms queued behind each other; so the burst's
 // confirms are sent from the lock wait (plus 300ms) before the expiry to 100ms
 // after: the head of each queue is decided before the expiry and its tail
 // after, however slow the machine. Sent in the 400ms before the expiry only,
