@@ -53,6 +53,9 @@ type Store interface {
 	// reads expired. Reservations lists holds before the hold id before, newest
 	// first, read as Reservation reads one, from indexed rows only.
 	Reservation(ctx context.Context, id string) (Reservation, error)
+	// Holds reads those of the holds ids that exist, as Reservation does, in
+	// one statement.
+	Holds(ctx context.Context, ids []string) (map[string]Reservation, error)
 	Reservations(ctx context.Context, before string, limit int) ([]Reservation, error)
 	// End ends holds in one transaction, each Ending decided on its own: a
 	// confirm or release acts on a hold that is held and, on the database's

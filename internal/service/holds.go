@@ -67,34 +67,50 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 		}
 	}
 	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("confirm", req.ID, hashOf(itemParts(items)...))}
-	if r, done := s.recorded(ctx, k); done {
-		return replayed(ctx, s, r, s.placedOf)
-	}
-	held, err := s.store.Reservation(ctx, req.ID)
-	if err != nil {
-		return orders.Placed{}, err
-	}
-	if ended := endedOf(held); ended != nil { // no lock needed to say so; the store checks again under them
-		if ended.Status == orders.HoldConfirmed {
-			return s.confirmedAlready(ctx, held, items, ended)
-		}
-		return orders.Placed{}, ended
-	}
 	now := s.now()
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	skus := orders.SKUs(held.Items)
-	done, err := s.end(ctx, skus, orders.Ending{Confirm: &orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}})
-	placed := done.Order
+	e := orders.Ending{Confirm: &orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}}
+	var held orders.Reservation // read before the ending, or for the answer to a hold confirmed before
+	var done orders.Ended
+	var err error
+	lb, batched := s.placer.(lockBatch)
+	if batched { // the batch reads the hold and the key's record, once for all its endings
+		r := lb.do(ctx, change{end: &e, hold: req.ID})
+		if r.replay != nil {
+			return replayed(ctx, s, r, s.placedOf)
+		}
+		done, err = r.ending()
+	} else {
+		if r, ok := s.recorded(ctx, k); ok {
+			return replayed(ctx, s, r, s.placedOf)
+		}
+		if held, err = s.store.Reservation(ctx, req.ID); err != nil {
+			return orders.Placed{}, err
+		}
+		if ended := endedOf(held); ended != nil { // no lock needed to say so; the store checks again under them
+			if ended.Status == orders.HoldConfirmed {
+				return s.confirmedAlready(ctx, held, items, ended)
+			}
+			return orders.Placed{}, ended
+		}
+		done, err = s.end(ctx, orders.SKUs(held.Items), e)
+	}
 	var ended *orders.HoldEndedError
 	switch {
 	case err == nil:
 		s.obs.HoldConfirmed()
-		return orders.Placed{Order: placed}, nil
+		return orders.Placed{Order: done.Order}, nil
 	case errors.Is(err, orders.ErrIdempotencyConflict):
-		if r, done := s.recorded(ctx, k); done {
+		if r, ok := s.recorded(ctx, k); ok {
 			return replayed(ctx, s, r, s.placedOf)
 		}
 	case errors.As(err, &ended) && ended.Status == orders.HoldConfirmed:
+		if batched {
+			var rerr error
+			if held, rerr = s.store.Reservation(ctx, req.ID); rerr != nil {
+				return orders.Placed{}, fmt.Errorf("%w (the hold: %w)", err, rerr)
+			}
+		}
 		return s.confirmedAlready(ctx, held, items, err)
 	}
 	return orders.Placed{}, err
@@ -122,21 +138,30 @@ func (s *Service) confirmedAlready(ctx context.Context, held orders.Reservation,
 // Release returns a held hold's units to available.
 func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
 	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("release", req.ID)}
-	if r, done := s.recorded(ctx, k); done {
-		return replayed(ctx, s, r, s.heldOf)
+	e := orders.Ending{Release: &orders.Release{HoldID: req.ID, Keyed: k}}
+	var done orders.Ended
+	var err error
+	if lb, ok := s.placer.(lockBatch); ok { // the batch reads the hold and the key's record
+		r := lb.do(ctx, change{end: &e, hold: req.ID})
+		if r.replay != nil {
+			return replayed(ctx, s, r, s.heldOf)
+		}
+		done, err = r.ending()
+	} else {
+		if r, ok := s.recorded(ctx, k); ok {
+			return replayed(ctx, s, r, s.heldOf)
+		}
+		var held orders.Reservation
+		if held, err = s.store.Reservation(ctx, req.ID); err != nil {
+			return orders.Held{}, err
+		}
+		if ended := endedOf(held); ended != nil {
+			return orders.Held{}, ended
+		}
+		done, err = s.end(ctx, orders.SKUs(held.Items), e)
 	}
-	held, err := s.store.Reservation(ctx, req.ID)
-	if err != nil {
-		return orders.Held{}, err
-	}
-	if ended := endedOf(held); ended != nil {
-		return orders.Held{}, ended
-	}
-	skus := orders.SKUs(held.Items)
-	ended, err := s.end(ctx, skus, orders.Ending{Release: &orders.Release{HoldID: req.ID, Keyed: k}})
-	out := ended.Reservation
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
-		if r, done := s.recorded(ctx, k); done {
+		if r, ok := s.recorded(ctx, k); ok {
 			return replayed(ctx, s, r, s.heldOf)
 		}
 	}
@@ -144,7 +169,7 @@ func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.He
 		return orders.Held{}, err
 	}
 	s.obs.HoldReleased()
-	return orders.Held{Reservation: out}, nil
+	return orders.Held{Reservation: done.Reservation}, nil
 }
 
 // Extend moves a held hold's expiry to req.TTL from now (the database's), never

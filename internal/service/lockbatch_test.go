@@ -433,3 +433,91 @@ func TestLockBatchEndsHoldsBesideOrders(t *testing.T) {
 		t.Errorf("audit %+v %v", audit, err)
 	}
 }
+
+// holdsReads counts the store's reads of holds for their SKUs, and what each
+// asked for.
+type holdsReads struct {
+	*gormstore.Store
+	mu    sync.Mutex
+	reads [][]string
+}
+
+func (h *holdsReads) Holds(ctx context.Context, ids []string) (map[string]orders.Reservation, error) {
+	if len(ids) > 0 {
+		h.mu.Lock()
+		h.reads = append(h.reads, slices.Clone(ids))
+		h.mu.Unlock()
+	}
+	return h.Store.Holds(ctx, ids)
+}
+
+// A batch's leader reads the holds of the confirms and releases it serves in
+// one statement, before it locks their SKUs, rather than each request reading
+// its own; a hold that does not exist is refused as not found, and the orders
+// beside it are served.
+func TestLockBatchReadsItsEndingsHoldsOnce(t *testing.T) {
+	w := newWorld(t, defaultKind())
+	ctx := context.Background()
+	admin := w.replicaOf(t, orders.StrategyLock, nil)
+	for _, sku := range []string{"A", "Z"} {
+		if _, _, err := admin.svc.Restock(ctx, sku, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for range 3 {
+		h, err := admin.svc.Hold(ctx, orders.HoldRequest{Items: items("A", 1), TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, h.Reservation.ID)
+	}
+	open := make(chan struct{})
+	wanted := make(chan []string, 4)
+	base := w.replicaOf(t, orders.StrategyLockBatch, nil)
+	deps := base.deps
+	counted := &holdsReads{Store: base.store}
+	deps.Store = counted
+	deps.Locker = tellingGate{open: open, wanted: wanted, inner: w.locker(t)}
+	svc := service.New(service.Config{Strategy: orders.StrategyLockBatch}, deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	queued := make(chan int, 16)
+	service.OnQueued(svc, func(n int) { queued <- n })
+	blocked := placeInOrder(t, svc, queued, []orders.PlaceRequest{{Items: items("Z", 1)}})
+	<-wanted
+	chs := inOrder(t, queued, 1, []func() error{
+		func() error { _, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: ids[0], IdempotencyKey: "c0"}); return err },
+		func() error { _, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: ids[1]}); return err },
+		func() error { _, err := svc.Release(ctx, orders.HoldAction{ID: ids[2]}); return err },
+		func() error { _, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: "h-none"}); return err },
+		func() error { _, err := svc.Place(ctx, orders.PlaceRequest{Items: items("A", 1)}); return err },
+	})
+	close(open)
+	if got := <-wanted; !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("the second batch locked %v; want [A]", got)
+	}
+	if a := <-blocked[0]; a.err != nil {
+		t.Fatal(a.err)
+	}
+	for i, ch := range chs {
+		err := <-ch
+		if i == 3 {
+			if !errors.Is(err, orders.ErrNotFound) {
+				t.Errorf("a confirm of a hold that does not exist: %v; want not found", err)
+			}
+		} else if err != nil {
+			t.Errorf("change %d: %v", i, err)
+		}
+	}
+	// Alone in its batch, it has no SKU to lock: refused the same.
+	if _, err := svc.Release(ctx, orders.HoldAction{ID: "h-none"}); !errors.Is(err, orders.ErrNotFound) {
+		t.Errorf("a release of a hold that does not exist, alone: %v; want not found", err)
+	}
+	counted.mu.Lock()
+	defer counted.mu.Unlock()
+	if len(counted.reads) != 2 || len(counted.reads[0]) != 4 {
+		t.Errorf("the holds were read %v; want the four of the batch together, then the one alone", counted.reads)
+	}
+	if st, _ := svc.Stock(ctx, "A"); st.Sold != 3 || st.Held != 0 || st.Available != 7 {
+		t.Errorf("A: %+v; want 3 sold (two confirmed, one ordered), none held, 7 available", st)
+	}
+}

@@ -60,6 +60,10 @@ type change struct {
 	p    orders.Placement
 	end  *orders.Ending
 	skus []string // end's
+	// hold is the hold a confirm or a release ends, whose SKUs (skus) the
+	// batch's leader reads, for all its endings in one statement, before it
+	// locks them.
+	hold string
 }
 
 // skus is every SKU the change writes.
@@ -109,22 +113,59 @@ func (l lockBatch) do(ctx context.Context, c change) result {
 func (s *Service) lockedBatch(ctx context.Context, peek func() []change,
 	take func(fit func(change) bool) []change,
 ) ([]result, error) {
+	waiting := peek()
+	var ids []string
+	for _, c := range waiting {
+		if c.hold != "" && c.skus == nil {
+			ids = append(ids, c.hold)
+		}
+	}
+	holds, err := s.store.Holds(ctx, ids)
+	if err != nil {
+		return nil, err // the locks were not had: every change waiting is told
+	}
+	// resolved fills in the SKUs of an ending read above (none for a hold not
+	// found: the store refuses it), and says whether c's SKUs are known.
+	resolved := func(c change) (change, bool) {
+		if c.hold == "" || c.skus != nil {
+			return c, true
+		}
+		if !slices.Contains(ids, c.hold) { // arrived after the peek: the next batch's
+			return c, false
+		}
+		c.skus = orders.SKUs(holds[c.hold].Items)
+		return c, true
+	}
 	var skus []string
-	for _, c := range peek() {
+	for _, c := range waiting {
+		c, _ = resolved(c)
 		skus = append(skus, c.skusOf()...)
 	}
 	slices.Sort(skus)
 	skus = slices.Compact(skus)
-	if len(skus) == 0 { // every caller left before the lead: nothing to lock
-		take(nil)
-		return []result{}, nil
+	if len(skus) == 0 {
+		// Every caller left before the lead, or those left end holds that do not
+		// exist: nothing to lock, and nothing to end.
+		cs := take(func(c change) bool { c, ok := resolved(c); return ok && c.end != nil && len(c.skusOf()) == 0 })
+		rs := make([]result, len(cs))
+		for i := range rs {
+			rs[i] = result{ended: &orders.Ended{Err: fmt.Errorf("hold %s: %w", cs[i].hold, orders.ErrNotFound)}}
+		}
+		return rs, nil
 	}
 	held := make(map[string]bool, len(skus))
 	for _, sku := range skus {
 		held[sku] = true
 	}
 	return s.locked(ctx, skus, func() []change {
-		return take(func(c change) bool { return coveredBy(c.skusOf(), held) })
+		cs := take(func(c change) bool {
+			c, ok := resolved(c)
+			return ok && coveredBy(c.skusOf(), held)
+		})
+		for i := range cs {
+			cs[i], _ = resolved(cs[i])
+		}
+		return cs
 	})
 }
 
