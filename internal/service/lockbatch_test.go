@@ -485,7 +485,10 @@ func TestLockBatchReadsItsEndingsHoldsOnce(t *testing.T) {
 	blocked := placeInOrder(t, svc, queued, []orders.PlaceRequest{{Items: items("Z", 1)}})
 	<-wanted
 	chs := inOrder(t, queued, 1, []func() error{
-		func() error { _, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: ids[0], IdempotencyKey: "c0"}); return err },
+		func() error {
+			_, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: ids[0], IdempotencyKey: "c0"})
+			return err
+		},
 		func() error { _, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: ids[1]}); return err },
 		func() error { _, err := svc.Release(ctx, orders.HoldAction{ID: ids[2]}); return err },
 		func() error { _, err := svc.Confirm(ctx, orders.ConfirmRequest{ID: "h-none"}); return err },
