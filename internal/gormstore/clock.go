@@ -14,23 +14,31 @@ import (
 // clock reads the database's time (SQLite's is this machine's), or the store's
 // own clock when WithClock set one.
 func (s *Store) clock(tx *gorm.DB) (time.Time, error) {
-	if s.fixedClock {
-		return s.now(), nil
-	}
-	var q string
-	switch tx.Name() {
-	case "postgres":
-		q = "SELECT clock_timestamp()"
-	case "mysql":
-		q = "SELECT UTC_TIMESTAMP(6)"
-	default:
+	q := s.clockSQL(tx)
+	if q == "" {
 		return s.now(), nil
 	}
 	var t time.Time
-	if err := tx.Raw(q).Row().Scan(&t); err != nil {
+	if err := tx.Raw("SELECT " + q).Row().Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
 	}
 	return t.UTC(), nil
+}
+
+// clockSQL is the SQL expression of the database's time, or "" when the
+// store's own clock is the time (SQLite's is this machine's, or WithClock set
+// one).
+func (s *Store) clockSQL(db *gorm.DB) string {
+	if s.fixedClock {
+		return ""
+	}
+	switch db.Name() {
+	case "postgres":
+		return "clock_timestamp()"
+	case "mysql":
+		return "UTC_TIMESTAMP(6)"
+	}
+	return ""
 }
 
 // WithClock returns a store that decides expiry on now rather than the

@@ -66,8 +66,7 @@ type endings struct {
 
 	holds map[string]*holdRow // locked; nil for none
 	lines map[string][]holdLineRow
-	ended map[string]string // hold id -> status it ends in
-	by    map[string]string // confirmed hold id -> order id
+	ended []*holdRow // those of holds these endings ended, as they end
 
 	sum      map[string]delta
 	ledger   []ledgerRow
@@ -84,8 +83,8 @@ func (s *Store) endings(tx *gorm.DB, es []orders.Ending, fences orders.Fences) (
 	if err != nil {
 		return nil, err
 	}
-	w := &endings{store: s, tx: tx, now: now, fences: fences, holds: map[string]*holdRow{}, ended: map[string]string{},
-		by: map[string]string{}, sum: map[string]delta{}, recorded: s.now()}
+	w := &endings{store: s, tx: tx, now: now, fences: fences, holds: map[string]*holdRow{},
+		sum: map[string]delta{}, recorded: s.now()}
 	var ids []string
 	for _, e := range es {
 		switch {
@@ -132,10 +131,7 @@ func (w *endings) live(id string) (*holdRow, []holdLineRow, error) {
 func (w *endings) end(row *holdRow, status orders.HoldStatus, orderID *string) {
 	at := stamp(w.now)
 	row.Status, row.EndedAt, row.OrderID = string(status), &at, orderID
-	w.ended[row.ID] = string(status)
-	if orderID != nil {
-		w.by[row.ID] = *orderID
-	}
+	w.ended = append(w.ended, row)
 }
 
 func (w *endings) record(key, hash string, o orders.Outcome) {
@@ -279,14 +275,18 @@ func (w *endings) write() (map[string]int64, error) {
 // endHolds writes the holds' ends: one statement per status, a confirmed
 // hold's order id chosen by a CASE.
 func (w *endings) endHolds() error {
-	byStatus := map[string][]string{}
-	for id, st := range w.ended {
-		byStatus[st] = append(byStatus[st], id)
+	byStatus := map[string][]*holdRow{}
+	for _, row := range w.ended {
+		byStatus[row.Status] = append(byStatus[row.Status], row)
 	}
 	at := stamp(w.now)
 	for _, st := range slices.Sorted(maps.Keys(byStatus)) {
-		ids := byStatus[st]
-		slices.Sort(ids)
+		rows := byStatus[st]
+		slices.SortFunc(rows, func(a, b *holdRow) int { return strings.Compare(a.ID, b.ID) })
+		ids := make([]string, len(rows))
+		for i, row := range rows {
+			ids[i] = row.ID
+		}
 		if st != string(orders.HoldConfirmed) {
 			if err := w.tx.Model(&holdRow{}).Where("id IN ?", ids).Updates(map[string]any{"status": st, "ended_at": at}).Error; err != nil {
 				return err
@@ -294,12 +294,12 @@ func (w *endings) endHolds() error {
 			continue
 		}
 		var q strings.Builder
-		args := make([]any, 0, 2*len(ids)+3)
+		args := make([]any, 0, 2*len(rows)+3)
 		q.WriteString("UPDATE reservations SET status = ?, ended_at = ?, order_id = CASE id")
 		args = append(args, st, at)
-		for _, id := range ids {
+		for _, row := range rows {
 			q.WriteString(" WHEN ? THEN ?")
-			args = append(args, id, w.by[id])
+			args = append(args, row.ID, *row.OrderID)
 		}
 		q.WriteString(" END WHERE id IN ?")
 		args = append(args, ids)

@@ -73,14 +73,9 @@ func (s *Store) Holds(ctx context.Context, ids []string) (map[string]orders.Rese
 	}
 	db, cancel := s.conn(ctx)
 	defer cancel()
-	clock := "NULL"
-	if !s.fixedClock {
-		switch db.Name() {
-		case "postgres":
-			clock = "clock_timestamp()"
-		case "mysql":
-			clock = "UTC_TIMESTAMP(6)"
-		}
+	clock := s.clockSQL(db)
+	if clock == "" {
+		clock = "NULL" // the store's own clock, below
 	}
 	rows, err := db.Raw("SELECT r.id, r.status, r.created_at, r.expires_at, r.ended_at, r.order_id, l.sku, l.quantity, "+clock+
 		" FROM reservations r LEFT JOIN reservation_lines l ON l.reservation_id = r.id WHERE r.id IN ? ORDER BY r.id, l.sku", ids).Rows()

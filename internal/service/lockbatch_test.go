@@ -114,16 +114,16 @@ func placeInOrder(t *testing.T, svc *service.Service, queued <-chan int, reqs []
 func placeInOrderAfter(t *testing.T, svc *service.Service, queued <-chan int, ahead int, reqs []orders.PlaceRequest) []chan placeAnswer {
 	t.Helper()
 	chs := make([]chan placeAnswer, len(reqs))
+	calls := make([]func() error, len(reqs))
 	for i, req := range reqs {
 		chs[i] = make(chan placeAnswer, 1)
-		go func() {
+		calls[i] = func() error {
 			p, err := svc.Place(context.Background(), req)
 			chs[i] <- placeAnswer{p, err}
-		}()
-		if n := <-queued; n != ahead+i+1 {
-			t.Fatalf("queue length %d after order %d joined it; want %d", n, i, ahead+i+1)
+			return err
 		}
 	}
+	inOrder(t, queued, ahead, calls)
 	return chs
 }
 

@@ -124,17 +124,19 @@ func (s *Service) lockedBatch(ctx context.Context, peek func() []change,
 	if err != nil {
 		return nil, err // the locks were not had: every change waiting is told
 	}
+	skusOf := make(map[string][]string, len(ids)) // of each hold read: none for one not found
+	for _, id := range ids {
+		skusOf[id] = orders.SKUs(holds[id].Items)
+	}
 	// resolved fills in the SKUs of an ending read above (none for a hold not
 	// found: the store refuses it), and says whether c's SKUs are known.
 	resolved := func(c change) (change, bool) {
 		if c.hold == "" || c.skus != nil {
 			return c, true
 		}
-		if !slices.Contains(ids, c.hold) { // arrived after the peek: the next batch's
-			return c, false
-		}
-		c.skus = orders.SKUs(holds[c.hold].Items)
-		return c, true
+		skus, read := skusOf[c.hold] // not read: arrived after the peek, the next batch's
+		c.skus = skus
+		return c, read
 	}
 	var skus []string
 	for _, c := range waiting {
