@@ -31,9 +31,12 @@ func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences
 		if len(totals) == 0 {
 			return nil
 		}
-		var err error
-		after, err = available(tx, skusOf(totals))
-		return err
+		rows, err := counters(tx, skusOf(totals))
+		if err != nil {
+			return err
+		}
+		after = availableOf(rows)
+		return placedEvents(b.Placed).write(s, tx, rows)
 	})
 	return after, unavailable("commit", conflict(err))
 }
@@ -56,12 +59,12 @@ func (s *Store) decrement(tx *gorm.DB, totals []total, fences orders.Fences) err
 		var res *gorm.DB
 		n := it.sold + it.reserved
 		if fences == nil {
-			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ?", n, it.sold, it.reserved, now, it.sku, n)
+			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ?", n, it.sold, it.reserved, it.events, now, it.sku, n)
 		} else {
 			tok := fences[it.sku]
-			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, fence = ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ? AND fence < ?", n, it.sold, it.reserved, tok, now, it.sku, n, tok)
+			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, fence = ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ? AND fence < ?", n, it.sold, it.reserved, it.events, tok, now, it.sku, n, tok)
 		}
 		if res.Error != nil {
 			return res.Error
@@ -104,10 +107,12 @@ func whyRefused(tx *gorm.DB, items []total, fences orders.Fences) error {
 	return short
 }
 
-// total is what a batch takes of one SKU: units sold, and units held.
+// total is what a batch takes of one SKU: units sold, and units held, by
+// events placements (one each).
 type total struct {
 	sku            string
 	sold, reserved int64
+	events         int64
 }
 
 // totalsOf sums the placements' lines per SKU, sorted by SKU.
@@ -125,6 +130,7 @@ func totalsOf(ps []orders.Placement) []total {
 			} else {
 				t.sold += int64(it.Quantity)
 			}
+			t.events++
 		}
 	}
 	out := make([]total, 0, len(sum))
@@ -133,6 +139,24 @@ func totalsOf(ps []orders.Placement) []total {
 	}
 	slices.SortFunc(out, func(a, b total) int { return strings.Compare(a.sku, b.sku) })
 	return out
+}
+
+// placedEvents are the placements' events: one per placement and SKU (an
+// order's items are one per SKU), in the batch's order.
+func placedEvents(ps []orders.Placement) *outbox {
+	ob := &outbox{}
+	for _, p := range ps {
+		o := p.Order
+		for _, it := range o.Items {
+			q := int64(it.Quantity)
+			if p.Hold != nil {
+				ob.add(it.SKU, orders.EventReservationCreated, q, delta{available: -q, reserved: q}, nil, &o.ID)
+			} else {
+				ob.add(it.SKU, orders.EventOrderPlaced, q, delta{available: -q, sold: q}, &o.ID, nil)
+			}
+		}
+	}
+	return ob
 }
 
 func skusOf(totals []total) []string {
@@ -210,6 +234,12 @@ func orderRows(o orders.Order) (orderRow, []lineRow) {
 	return row, lines
 }
 
+// sqlExpr is a value createAll writes into the statement as SQL (the
+// database's clock), not as a bound parameter.
+type sqlExpr string
+
+func isExpr(v any) bool { _, ok := v.(sqlExpr); return ok }
+
 // row is a table's row as createAll inserts it: its columns, and its values
 // in their order. An autoincrement id is left out, for the database to number.
 type row interface {
@@ -245,18 +275,22 @@ func createAll[T row](tx *gorm.DB, rows []T) error {
 				b = append(b, ", "...)
 			}
 			b = append(b, '(')
-			for j := range width {
+			for j, v := range r.values() {
 				if j > 0 {
 					b = append(b, ", "...)
 				}
-				if numbered {
-					b = strconv.AppendInt(append(b, '$'), int64(len(args)+j+1), 10)
-				} else {
+				switch {
+				case isExpr(v):
+					b = append(b, v.(sqlExpr)...)
+				case numbered:
+					args = append(args, v)
+					b = strconv.AppendInt(append(b, '$'), int64(len(args)), 10)
+				default:
+					args = append(args, v)
 					b = append(b, '?')
 				}
 			}
 			b = append(b, ')')
-			args = append(args, r.values()...)
 		}
 		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(b), args...); err != nil {
 			return translated(tx, err)
@@ -284,13 +318,24 @@ func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have ma
 		if p.Hold != nil {
 			counter = "reserved"
 		}
-		for _, it := range p.Order.Items {
-			if err := tx.Exec("UPDATE skus SET available = ?, "+counter+" = "+counter+" + ?, updated_at = ? WHERE sku = ?",
+		skus := make([]string, len(p.Order.Items))
+		for i, it := range p.Order.Items {
+			skus[i] = it.SKU
+			if err := tx.Exec("UPDATE skus SET available = ?, "+counter+" = "+counter+" + ?, event_seq = event_seq + 1, updated_at = ? WHERE sku = ?",
 				have[it.SKU]-int64(it.Quantity), it.Quantity, s.now(), it.SKU).Error; err != nil {
 				return err
 			}
 		}
-		return s.insertBatch(tx, orders.Batch{Placed: []orders.Placement{p}}, nil)
+		placed := []orders.Placement{p}
+		if err := s.insertBatch(tx, orders.Batch{Placed: placed}, nil); err != nil {
+			return err
+		}
+		// Its events say the change it meant; the counters after, what it did.
+		rows, err := counters(tx, skus)
+		if err != nil {
+			return err
+		}
+		return placedEvents(placed).write(s, tx, rows)
 	})
 	return unavailable("commit unguarded", conflict(err))
 }

@@ -18,11 +18,12 @@ type delta struct{ available, reserved, sold, stocked int64 }
 
 // shift changes a SKU's counters by d in one guarded update (available and
 // reserved stay >= 0), fenced unless fence is orders.NoFence (a lock without
-// tokens, as lock-polling's). It returns gorm.ErrRecordNotFound for a SKU that
-// does not exist.
-func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence int64) error {
-	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, updated_at = ?"
-	args := []any{d.available, d.reserved, d.sold, d.stocked, s.now()}
+// tokens, as lock-polling's), and numbers its events (the number of the
+// write's events of the SKU, in its outbox). It returns gorm.ErrRecordNotFound
+// for a SKU that does not exist.
+func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64) error {
+	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, event_seq = event_seq + ?, updated_at = ?"
+	args := []any{d.available, d.reserved, d.sold, d.stocked, events, s.now()}
 	where := " WHERE sku = ? AND available >= ? AND reserved >= ?"
 	wargs := []any{sku, -d.available, -d.reserved}
 	if fence != orders.NoFence {

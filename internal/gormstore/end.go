@@ -69,6 +69,7 @@ type endings struct {
 	ended []*holdRow // those of holds these endings ended, as they end
 
 	sum      map[string]delta
+	events   outbox
 	ledger   []ledgerRow
 	orders   []orderRow
 	oLines   []lineRow
@@ -170,15 +171,17 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 	if len(o.Items) == 0 {
 		return orders.Ended{Err: &orders.ValidationError{Fields: []orders.FieldError{{Field: "items", Message: "a confirm needs at least one unit"}}}}
 	}
+	id := o.ID
 	for _, l := range lines {
 		n := confirm[l.SKU]
-		w.add(l.SKU, delta{available: l.Quantity - n, reserved: -l.Quantity, sold: n})
+		d := delta{available: l.Quantity - n, reserved: -l.Quantity, sold: n}
+		w.add(l.SKU, d)
+		w.events.add(l.SKU, orders.EventReservationConfirmed, l.Quantity, d, &id, &row.ID)
 		if l.Quantity > n {
 			w.ledger = append(w.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity - n, Kind: kindRelease, HoldID: &row.ID,
 				Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
 		}
 	}
-	id := o.ID
 	w.end(row, orders.HoldConfirmed, &id)
 	// The order's lines, with no sale in the ledger: available did not change.
 	orow, olines := orderRows(o)
@@ -194,7 +197,7 @@ func (w *endings) release(r orders.Release) orders.Ended {
 	if err != nil {
 		return orders.Ended{Err: err}
 	}
-	w.giveBack(lines, kindRelease)
+	w.giveBack(lines, kindRelease, orders.EventReservationReleased)
 	w.end(row, orders.HoldReleased, nil)
 	w.record(r.Key, r.Hash, orders.Outcome{ReservationID: r.HoldID})
 	return orders.Ended{Reservation: row.reservation(lines, w.now)}
@@ -216,7 +219,7 @@ func (w *endings) expire(x orders.Expiry) (orders.Ended, error) {
 		if row == nil || row.Status != string(orders.HoldHeld) || row.ExpiresAt.After(w.now) {
 			continue
 		}
-		w.giveBack(w.lines[id], kindExpire)
+		w.giveBack(w.lines[id], kindExpire, orders.EventReservationExpired)
 		w.end(row, orders.HoldExpired, nil)
 		n++
 	}
@@ -224,10 +227,12 @@ func (w *endings) expire(x orders.Expiry) (orders.Ended, error) {
 }
 
 // giveBack moves the lines' units from reserved back to available, with a
-// ledger entry per line.
-func (w *endings) giveBack(lines []holdLineRow, kind string) {
+// ledger entry and an event per line.
+func (w *endings) giveBack(lines []holdLineRow, kind string, typ orders.EventType) {
 	for i, l := range lines {
-		w.add(l.SKU, delta{available: l.Quantity, reserved: -l.Quantity})
+		d := delta{available: l.Quantity, reserved: -l.Quantity}
+		w.add(l.SKU, d)
+		w.events.add(l.SKU, typ, l.Quantity, d, nil, &lines[i].HoldID)
 		w.ledger = append(w.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kind, HoldID: &lines[i].HoldID,
 			Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
 	}
@@ -247,7 +252,7 @@ func (w *endings) add(sku string, d delta) {
 func (w *endings) write() (map[string]int64, error) {
 	skus := slices.Sorted(maps.Keys(w.sum))
 	for _, sku := range skus {
-		if err := w.store.shift(w.tx, sku, w.sum[sku], w.fences[sku]); err != nil {
+		if err := w.store.shift(w.tx, sku, w.sum[sku], w.fences[sku], w.events.count[sku]); err != nil {
 			return nil, err
 		}
 	}
@@ -269,7 +274,11 @@ func (w *endings) write() (map[string]int64, error) {
 	if len(skus) == 0 {
 		return nil, nil
 	}
-	return available(w.tx, skus)
+	rows, err := counters(w.tx, skus)
+	if err != nil {
+		return nil, err
+	}
+	return availableOf(rows), w.events.write(w.store, w.tx, rows)
 }
 
 // endHolds writes the holds' ends: one statement per status, a confirmed

@@ -23,6 +23,7 @@ var migrations = []migration{
 	}},
 	{2, "counters on skus; idempotency records without claims, kept for a retention", migrateV2},
 	{3, "holds: reservations and their lines, reserved on skus, leader fences", migrateV3},
+	{4, "stock events: the outbox, and each SKU's event number", migrateV4},
 }
 
 // binTables makes MySQL compare SKUs and keys byte for byte, as the other
@@ -77,6 +78,22 @@ func migrateV3(tx *gorm.DB) error {
 		func() error { return m.AddColumn(&orderRow{}, "HoldID") },
 		func() error { return m.AddColumn(&ledgerRow{}, "HoldID") },
 		func() error { return m.AddColumn(&idempotencyRow{}, "HoldID") },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// migrateV4 adds the outbox of stock events, and on each SKU the number of its
+// last event (0: a SKU's events start with the first change after this).
+func migrateV4(tx *gorm.DB) error {
+	m := binTables(tx).Migrator()
+	steps := []func() error{
+		func() error { return m.CreateTable(&eventRow{}) },
+		func() error { return m.AddColumn(&skuRow{}, "EventSeq") },
 	}
 	for i, step := range steps {
 		if err := step(); err != nil {

@@ -8,10 +8,11 @@ import "time"
 type skuRow struct {
 	SKU       string `gorm:"column:sku;primaryKey;size:64"`
 	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available >= 0"`
-	Stocked   int64  `gorm:"column:stocked;not null;default:0"`  // all stock ever added
-	Sold      int64  `gorm:"column:sold;not null;default:0"`     // the quantity of live orders
-	Reserved  int64  `gorm:"column:reserved;not null;default:0"` // the units of live holds
-	Fence     int64  `gorm:"column:fence;not null;default:0"`    // the last committed fencing token
+	Stocked   int64  `gorm:"column:stocked;not null;default:0"`   // all stock ever added
+	Sold      int64  `gorm:"column:sold;not null;default:0"`      // the quantity of live orders
+	Reserved  int64  `gorm:"column:reserved;not null;default:0"`  // the units of live holds
+	Fence     int64  `gorm:"column:fence;not null;default:0"`     // the last committed fencing token
+	EventSeq  int64  `gorm:"column:event_seq;not null;default:0"` // the number of the SKU's last event
 	UpdatedAt time.Time
 }
 

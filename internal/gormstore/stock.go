@@ -35,18 +35,25 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 			return err
 		}
 		skus := make([]string, len(lines))
+		var events outbox
 		for i, l := range lines {
 			skus[i] = l.SKU
-			if err := s.shift(tx, l.SKU, delta{available: l.Quantity, sold: -l.Quantity}, fences[l.SKU]); err != nil {
+			d := delta{available: l.Quantity, sold: -l.Quantity}
+			if err := s.shift(tx, l.SKU, d, fences[l.SKU], 1); err != nil {
 				return err
 			}
+			events.add(l.SKU, orders.EventOrderCancelled, l.Quantity, d, &id, nil)
 			entry := ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kindCancel, OrderID: &id, Fence: fences[l.SKU], CreatedAt: at.UTC()}
 			if err := tx.Create(&entry).Error; err != nil {
 				return err
 			}
 		}
-		var err error
-		if after, err = available(tx, skus); err != nil {
+		rows, err := counters(tx, skus)
+		if err != nil {
+			return err
+		}
+		after = availableOf(rows)
+		if err := events.write(s, tx, rows); err != nil {
 			return err
 		}
 		// Read in the transaction: a read after the commit that failed would
@@ -72,9 +79,10 @@ func (s *Store) Restock(ctx context.Context, sku string, quantity, fence int64) 
 func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int64, k orders.Keyed) (orders.Stock, error) {
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		err := s.shift(tx, sku, delta{available: quantity, stocked: quantity}, fence)
+		d := delta{available: quantity, stocked: quantity}
+		err := s.shift(tx, sku, d, fence, 1)
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, UpdatedAt: s.now()}).Error
+			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		}
 		if err != nil {
 			return err
@@ -86,7 +94,9 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 		if err := record(tx, k.Key, k.Hash, orders.Outcome{}, s.now()); err != nil {
 			return err
 		}
-		after, err = stockOf(tx, sku)
+		var events outbox
+		events.add(sku, orders.EventStockRestocked, quantity, d, nil, nil)
+		after, err = stockAfter(s, tx, sku, &events)
 		return err
 	})
 	if err != nil {
@@ -95,14 +105,19 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 	return after, nil
 }
 
-// stockOf reads one SKU's counters in a write's transaction, so that a write
-// that committed is answered with them, never with a read after it that failed.
-func stockOf(tx *gorm.DB, sku string) (orders.Stock, error) {
-	var row skuRow
-	if err := tx.Where("sku = ?", sku).Take(&row).Error; err != nil {
+// stockAfter reads one SKU's counters in a write's transaction, so that a
+// write that committed is answered with them, never with a read after it that
+// failed, and writes the write's events.
+func stockAfter(s *Store, tx *gorm.DB, sku string, events *outbox) (orders.Stock, error) {
+	rows, err := counters(tx, []string{sku})
+	if err != nil {
 		return orders.Stock{}, err
 	}
-	return row.stock(), nil
+	row, ok := rows[sku]
+	if !ok {
+		return orders.Stock{}, gorm.ErrRecordNotFound
+	}
+	return row.stock(), events.write(s, tx, rows)
 }
 
 // SetStock sets a SKU's available units to available, creating the SKU if it
@@ -114,14 +129,19 @@ func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		var row skuRow
 		err := tx.Where("sku = ?", sku).Take(&row).Error
+		d := delta{available: available - row.Available, stocked: available - row.Available}
+		var events outbox
+		if available != row.Available || errors.Is(err, gorm.ErrRecordNotFound) {
+			events.add(sku, orders.EventStockSet, available, d, nil, nil)
+		}
 		switch {
 		case errors.Is(err, gorm.ErrRecordNotFound):
 			created = true
-			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, UpdatedAt: s.now()}).Error
+			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		case err == nil:
 			// The guarded, fenced shift by the difference: a write between the read
 			// and it (none under the lock) would make it refuse, not overwrite.
-			err = s.shift(tx, sku, delta{available: available - row.Available, stocked: available - row.Available}, fence)
+			err = s.shift(tx, sku, d, fence, events.count[sku])
 		}
 		if err != nil {
 			return err
@@ -132,7 +152,7 @@ func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64
 				return err
 			}
 		}
-		after, err = stockOf(tx, sku)
+		after, err = stockAfter(s, tx, sku, &events)
 		return err
 	})
 	if err != nil {

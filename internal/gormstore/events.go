@@ -1,0 +1,322 @@
+package gormstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// The outbox. Every write that changes a SKU's counters collects one event per
+// change and SKU (outbox.add) before it changes them, bumps each SKU's event_seq
+// by its number of events in the same guarded update that changes the counters
+// (so a SKU's events are numbered with no gap, and a rolled-back write numbers
+// none), reads the counters after, as it already did, and inserts the events
+// with the counters after each one in one multi-row INSERT. The SKU's row lock,
+// held from that update to the commit, orders a SKU's events: the one numbered
+// n+1 is written after the one numbered n committed, so its id is larger.
+
+// eventRow is one event. Position is its place in the feed, given after its
+// commit by the relay (placeEvents), in commit order; published_at is when the
+// stream acknowledged it.
+type eventRow struct {
+	ID         int64     `gorm:"column:id;primaryKey;autoIncrement"`
+	SKU        string    `gorm:"column:sku;size:64;not null;uniqueIndex:idx_stock_events_sku_seq,priority:1"`
+	Seq        int64     `gorm:"column:seq;not null;uniqueIndex:idx_stock_events_sku_seq,priority:2"`
+	Type       string    `gorm:"column:type;size:32;not null"`
+	Quantity   int64     `gorm:"column:quantity;not null"`
+	DAvailable int64     `gorm:"column:d_available;not null"`
+	DReserved  int64     `gorm:"column:d_reserved;not null"`
+	DSold      int64     `gorm:"column:d_sold;not null"`
+	DStocked   int64     `gorm:"column:d_stocked;not null"`
+	Available  int64     `gorm:"column:available;not null"`
+	Reserved   int64     `gorm:"column:reserved;not null"`
+	Sold       int64     `gorm:"column:sold;not null"`
+	Stocked    int64     `gorm:"column:stocked;not null"`
+	OrderID    *string   `gorm:"column:order_id;size:40"`
+	HoldID     *string   `gorm:"column:reservation_id;size:40"`
+	CreatedAt  time.Time `gorm:"column:created_at;not null"`
+	// The unpublished are read in feed order, by (published_at, position).
+	Position    *int64     `gorm:"column:position;uniqueIndex:idx_stock_events_position;index:idx_stock_events_unpublished,priority:2"`
+	PublishedAt *time.Time `gorm:"column:published_at;index:idx_stock_events_unpublished,priority:1"`
+
+	created any `gorm:"-"` // what values writes as created_at
+}
+
+func (eventRow) TableName() string { return "stock_events" }
+
+func (eventRow) columns() string {
+	return "(sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked, " +
+		"available, reserved, sold, stocked, order_id, reservation_id, created_at)"
+}
+
+// values' created_at is the database's clock (created, below), or the
+// store's when it has no clock of its own.
+func (r eventRow) values() []any {
+	return []any{r.SKU, r.Seq, r.Type, r.Quantity, r.DAvailable, r.DReserved, r.DSold, r.DStocked,
+		r.Available, r.Reserved, r.Sold, r.Stocked, r.OrderID, r.HoldID, r.created}
+}
+
+func (r eventRow) event() orders.Event {
+	e := orders.Event{Type: orders.EventType(r.Type), SKU: r.SKU, Seq: r.Seq, Quantity: r.Quantity,
+		Change:    orders.Levels{Available: r.DAvailable, Reserved: r.DReserved, Sold: r.DSold, Stocked: r.DStocked},
+		Counters:  orders.Levels{Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked},
+		CreatedAt: r.CreatedAt.UTC()}
+	if r.Position != nil {
+		e.Position, e.ID = *r.Position, orders.EventID(*r.Position)
+	}
+	if r.OrderID != nil {
+		e.OrderID = *r.OrderID
+	}
+	if r.HoldID != nil {
+		e.ReservationID = *r.HoldID
+	}
+	return e
+}
+
+// outbox collects a write's events, in the order of its changes.
+type outbox struct {
+	rows  []eventRow
+	count map[string]int64 // events per SKU
+}
+
+// add records one change of sku's counters by d.
+func (o *outbox) add(sku string, typ orders.EventType, quantity int64, d delta, orderID, holdID *string) {
+	if o.count == nil {
+		o.count = map[string]int64{}
+	}
+	o.count[sku]++
+	o.rows = append(o.rows, eventRow{SKU: sku, Type: string(typ), Quantity: quantity,
+		DAvailable: d.available, DReserved: d.reserved, DSold: d.sold, DStocked: d.stocked, OrderID: orderID, HoldID: holdID})
+}
+
+// write numbers the events and sets each one's counters after it from the
+// SKUs' rows as the write left them (after: read after its updates, in its
+// transaction), walking each SKU's events back from the last; then inserts
+// them, stamped with the database's clock.
+func (o *outbox) write(s *Store, tx *gorm.DB, after map[string]skuRow) error {
+	if len(o.rows) == 0 {
+		return nil
+	}
+	var created any = s.now()
+	if q := s.clockSQL(tx); q != "" {
+		created = sqlExpr(q)
+	}
+	next := make(map[string]skuRow, len(o.count))
+	for i := len(o.rows) - 1; i >= 0; i-- {
+		r := &o.rows[i]
+		cur, ok := next[r.SKU]
+		if !ok {
+			if cur, ok = after[r.SKU]; !ok {
+				return fmt.Errorf("events: sku %s not read after its change", r.SKU)
+			}
+		}
+		r.Seq, r.Available, r.Reserved, r.Sold, r.Stocked = cur.EventSeq, cur.Available, cur.Reserved, cur.Sold, cur.Stocked
+		r.created = created
+		cur.EventSeq--
+		cur.Available -= r.DAvailable
+		cur.Reserved -= r.DReserved
+		cur.Sold -= r.DSold
+		cur.Stocked -= r.DStocked
+		next[r.SKU] = cur
+	}
+	return createAll(tx, o.rows)
+}
+
+// counters reads the SKUs' rows in a write's transaction, after its updates.
+func counters(tx *gorm.DB, skus []string) (map[string]skuRow, error) {
+	var rows []skuRow
+	if err := tx.Where("sku IN ?", skus).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[string]skuRow, len(rows))
+	for _, r := range rows {
+		out[r.SKU] = r
+	}
+	return out, nil
+}
+
+// availableOf is the available stock of the rows.
+func availableOf(rows map[string]skuRow) map[string]int64 {
+	out := make(map[string]int64, len(rows))
+	for sku, r := range rows {
+		out[sku] = r.Available
+	}
+	return out
+}
+
+// The relay's side.
+
+var _ orders.EventStore = (*Store)(nil)
+
+// PlaceEvents gives up to limit committed events without a position the next
+// positions, in id order. The relay's lease (lead) serializes it: a former
+// relay's token is refused, and the leader_fences row it updates stays locked
+// to the commit, so two placements never interleave.
+func (s *Store) PlaceEvents(ctx context.Context, limit int, published bool, leader orders.Leader) (int, error) {
+	n := 0
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := s.lead(tx, leader); err != nil {
+			return err
+		}
+		var ids []int64
+		if err := tx.Model(&eventRow{}).Where("position IS NULL").Order("id").Limit(limit).Pluck("id", &ids).Error; err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		var last *int64
+		if err := tx.Model(&eventRow{}).Select("MAX(position)").Scan(&last).Error; err != nil {
+			return err
+		}
+		base := int64(0)
+		if last != nil {
+			base = *last
+		}
+		var q strings.Builder
+		args := make([]any, 0, 2*len(ids)+2)
+		q.WriteString("UPDATE stock_events SET position = CASE id")
+		then := " WHEN ? THEN " + bigint(tx)
+		for i, id := range ids {
+			q.WriteString(then)
+			args = append(args, id, base+int64(i)+1)
+		}
+		q.WriteString(" END")
+		if published {
+			q.WriteString(", published_at = " + s.nowSQL(tx, &args))
+		}
+		q.WriteString(" WHERE id IN ?")
+		args = append(args, ids)
+		if err := tx.Exec(q.String(), args...).Error; err != nil {
+			return err
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, unavailable("place events", err)
+}
+
+// bigint is a bound parameter typed as the position's column, which
+// PostgreSQL needs in a CASE.
+func bigint(tx *gorm.DB) string {
+	switch tx.Name() {
+	case "postgres":
+		return "CAST(? AS BIGINT)"
+	case "mysql":
+		return "CAST(? AS SIGNED)"
+	}
+	return "?"
+}
+
+// nowSQL is the database's clock as SQL, or a placeholder for the store's
+// (appended to args).
+func (s *Store) nowSQL(tx *gorm.DB, args *[]any) string {
+	if q := s.clockSQL(tx); q != "" {
+		return q
+	}
+	*args = append(*args, s.now())
+	return "?"
+}
+
+// Unpublished lists up to limit placed events not yet published, in feed order.
+func (s *Store) Unpublished(ctx context.Context, limit int) ([]orders.Event, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []eventRow
+	err := db.Where("published_at IS NULL AND position IS NOT NULL").Order("position").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, unavailable("unpublished events", err)
+	}
+	return eventsOf(rows), nil
+}
+
+// MarkPublished marks the events at positions published, now.
+func (s *Store) MarkPublished(ctx context.Context, positions []int64, leader orders.Leader) error {
+	if len(positions) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := s.lead(tx, leader); err != nil {
+			return err
+		}
+		args := []any{}
+		set := s.nowSQL(tx, &args)
+		for c := range slices.Chunk(positions, insertRows) {
+			if err := tx.Exec("UPDATE stock_events SET published_at = "+set+" WHERE position IN ? AND published_at IS NULL", append(slices.Clone(args), c)...).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return unavailable("mark events published", err)
+}
+
+// Events lists up to limit events after position after, in feed order: one
+// range read of the position's index.
+func (s *Store) Events(ctx context.Context, after int64, limit int) ([]orders.Event, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []eventRow
+	if err := db.Where("position > ?", after).Order("position").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, unavailable("list events", err)
+	}
+	return eventsOf(rows), nil
+}
+
+// EventBacklog counts the events not yet published and reads the oldest's time.
+func (s *Store) EventBacklog(ctx context.Context) (orders.Backlog, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var b orders.Backlog
+	if err := db.Model(&eventRow{}).Where("published_at IS NULL").Count(&b.Events).Error; err != nil {
+		return b, unavailable("event backlog", err)
+	}
+	if b.Events == 0 {
+		return b, nil
+	}
+	var oldest []eventRow // the first written: ids are in commit order per SKU, near enough across
+	if err := db.Select("id", "created_at").Where("published_at IS NULL").Order("id").Limit(1).Find(&oldest).Error; err != nil {
+		return b, unavailable("event backlog", err)
+	}
+	if len(oldest) == 1 {
+		b.Oldest = oldest[0].CreatedAt.UTC()
+	}
+	return b, nil
+}
+
+// PurgeEvents deletes up to limit published events placed at or before through
+// and published before cutoff, oldest first.
+func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader orders.Leader) (int, error) {
+	n := 0
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := s.lead(tx, leader); err != nil {
+			return err
+		}
+		var ids []int64
+		if err := tx.Model(&eventRow{}).Where("position <= ? AND published_at < ?", through, cutoff.UTC()).
+			Order("position").Limit(limit).Pluck("id", &ids).Error; err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		res := tx.Exec("DELETE FROM stock_events WHERE id IN ?", ids)
+		n = int(res.RowsAffected)
+		return res.Error
+	})
+	return n, unavailable("purge events", err)
+}
+
+func eventsOf(rows []eventRow) []orders.Event {
+	out := make([]orders.Event, len(rows))
+	for i, r := range rows {
+		out[i] = r.event()
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package gormstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/gormstore"
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/testenv"
+)
+
+// TestEvents makes every kind of change of a SKU's counters, and some that
+// fail, and checks the outbox: one event per change and SKU, none for a write
+// that failed, each SKU's numbered 1..n with no gap, each event's counters
+// its predecessor's plus its change, and the last one's the SKU's row; then
+// the relay's side: positions in commit order, publishing, the backlog, the
+// purge and the relay's lease.
+func TestEvents(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) { testEvents(t, kind) })
+	}
+}
+
+var relay = orders.Leader{Name: "job:events", Token: 5}
+
+func testEvents(t *testing.T, kind string) {
+	s, clk := newHoldStore(t, kind)
+	ctx := context.Background()
+	sweeper := orders.Leader{Name: "job:sweeper", Token: 1}
+
+	mustRestock(t, s, "A-1", 10, 1)                          // A1 restocked
+	if _, err := s.Restock(ctx, "A-1", 5, 2); err != nil { // A2 restocked
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetStock(ctx, "B-2", 7, 1); err != nil { // B1 set (created)
+		t.Fatal(err)
+	}
+	if _, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 2}, orders.Item{SKU: "B-2", Quantity: 1}), orders.Fences{"A-1": 3, "B-2": 2}, "k1"); err != nil {
+		t.Fatal(err) // A3, B2 placed
+	}
+	// A batch: an order and a hold on A (A4 placed, A5 reservation created).
+	if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{
+		{Order: order("o2", orders.Item{SKU: "A-1", Quantity: 1})},
+		{Order: order("h1", orders.Item{SKU: "A-1", Quantity: 3}), Hold: &orders.Hold{TTL: time.Hour}},
+	}}, orders.Fences{"A-1": 4}); err != nil {
+		t.Fatal(err)
+	}
+	// Writes that fail write no event: short stock, a stale token.
+	if _, err := place(s, order("o3", orders.Item{SKU: "B-2", Quantity: 100}), nil, ""); !errors.Is(err, orders.ErrInsufficientStock) {
+		t.Fatalf("short: %v", err)
+	}
+	if _, err := place(s, order("o4", orders.Item{SKU: "A-1", Quantity: 1}), orders.Fences{"A-1": 1}, ""); !errors.Is(err, orders.ErrStaleFence) {
+		t.Fatalf("stale: %v", err)
+	}
+	if _, _, err := s.Confirm(ctx, orders.Confirmation{HoldID: "h1", Order: order("o5", orders.Item{SKU: "A-1", Quantity: 2})}, nil); err != nil {
+		t.Fatal(err) // A6 confirmed (2 sold, 1 back)
+	}
+	mustHold(t, s, "h2", time.Hour, orders.Item{SKU: "B-2", Quantity: 2}) // B3
+	if _, _, err := s.Release(ctx, "h2", orders.Keyed{}, nil); err != nil {
+		t.Fatal(err) // B4 released
+	}
+	mustHold(t, s, "h3", time.Second, orders.Item{SKU: "A-1", Quantity: 1}, orders.Item{SKU: "B-2", Quantity: 1}) // A7, B5
+	clk.Add(2 * time.Second)
+	if n, _, err := s.Expire(ctx, []string{"h3"}, nil, sweeper); err != nil || n != 1 {
+		t.Fatalf("expire: %d %v", n, err) // A8, B6 expired
+	}
+	if _, _, err := s.Cancel(ctx, "o1", nil, clk.Now()); err != nil {
+		t.Fatal(err) // A9, B7 cancelled
+	}
+	a, _ := s.Stock(ctx, "A-1")
+	if _, _, err := s.SetStock(ctx, "A-1", a.Available, 9); err != nil {
+		t.Fatal(err) // no change: no event
+	}
+	if _, _, err := s.SetStock(ctx, "B-2", 20, 9); err != nil {
+		t.Fatal(err) // B8 set
+	}
+
+	// Nothing is in the feed before the relay places it.
+	if evs, err := s.Events(ctx, 0, 100); err != nil || len(evs) != 0 {
+		t.Fatalf("feed before placing: %v %v", evs, err)
+	}
+	placed := 0
+	for range 10 {
+		n, err := s.PlaceEvents(ctx, 4, false, relay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		placed += n
+	}
+	evs, err := s.Events(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if placed != 17 || len(evs) != 17 {
+		t.Fatalf("placed %d, listed %d events, want 17", placed, len(evs))
+	}
+	want := map[string][]orders.EventType{
+		"A-1": {"stock.restocked", "stock.restocked", "order.placed", "order.placed", "reservation.created",
+			"reservation.confirmed", "reservation.created", "reservation.expired", "order.cancelled"},
+		"B-2": {"stock.set", "order.placed", "reservation.created", "reservation.released", "reservation.created",
+			"reservation.expired", "order.cancelled", "stock.set"},
+	}
+	rebuilt := rebuild(t, evs)
+	for sku, types := range want {
+		var got []orders.EventType
+		for _, e := range evs {
+			if e.SKU == sku {
+				got = append(got, e.Type)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(types) {
+			t.Errorf("%s: events %v, want %v", sku, got, types)
+		}
+		st, err := s.Stock(ctx, sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := (orders.Levels{Available: st.Available, Reserved: st.Held, Sold: st.Sold, Stocked: st.Stocked}); rebuilt[sku] != w {
+			t.Errorf("%s: rebuilt from its events %+v, the row says %+v", sku, rebuilt[sku], w)
+		}
+	}
+	for i, e := range evs {
+		if e.ID != orders.EventID(int64(i+1)) || e.CreatedAt.IsZero() {
+			t.Errorf("event %d: id %s, created %v", i, e.ID, e.CreatedAt)
+		}
+	}
+	for _, e := range evs {
+		if e.Type == orders.EventReservationConfirmed && (e.OrderID != "o5" || e.ReservationID != "h1" || e.Quantity != 3 ||
+			e.Change != (orders.Levels{Available: 1, Reserved: -3, Sold: 2})) {
+			t.Errorf("the confirm's event: %+v", e)
+		}
+	}
+	if page, err := s.Events(ctx, 15, 10); err != nil || len(page) != 2 || page[0].ID != "evt_16" {
+		t.Errorf("the feed after evt_15: %+v %v", page, err)
+	}
+
+	// Publishing, the backlog and the purge.
+	if b, err := s.EventBacklog(ctx); err != nil || b.Events != 17 || b.Oldest.IsZero() {
+		t.Fatalf("backlog: %+v %v", b, err)
+	}
+	un, err := s.Unpublished(ctx, 5)
+	if err != nil || len(un) != 5 || un[0].Position != 1 || un[4].Position != 5 {
+		t.Fatalf("unpublished: %+v %v", un, err)
+	}
+	if err := s.MarkPublished(ctx, []int64{1, 2, 3, 4, 5}, relay); err != nil {
+		t.Fatal(err)
+	}
+	if un, err := s.Unpublished(ctx, 100); err != nil || len(un) != 12 || un[0].Position != 6 {
+		t.Fatalf("unpublished after marking: %d %v", len(un), err)
+	}
+	if b, err := s.EventBacklog(ctx); err != nil || b.Events != 12 {
+		t.Fatalf("backlog: %+v %v", b, err)
+	}
+	future := clk.Now().Add(time.Hour) // the store's clock: WithClock's
+	if n, err := s.PurgeEvents(ctx, future, 3, 100, relay); err != nil || n != 3 {
+		t.Fatalf("purged %d (%v), want the 3 published through position 3", n, err)
+	}
+	if n, err := s.PurgeEvents(ctx, clk.Now().Add(-time.Hour), 100, 100, relay); err != nil || n != 0 {
+		t.Fatalf("purged %d (%v) of events published after the cutoff", n, err)
+	}
+	if page, err := s.Events(ctx, 0, 2); err != nil || len(page) != 2 || page[0].ID != "evt_4" {
+		t.Fatalf("the feed after the purge: %+v %v", page, err)
+	}
+
+	// A former relay writes nothing.
+	stale := orders.Leader{Name: relay.Name, Token: relay.Token - 1}
+	if _, err := s.PlaceEvents(ctx, 10, false, stale); !errors.Is(err, orders.ErrStaleLeader) {
+		t.Fatalf("a stale relay placed events: %v", err)
+	}
+	if err := s.MarkPublished(ctx, []int64{6}, stale); !errors.Is(err, orders.ErrStaleLeader) {
+		t.Fatalf("a stale relay marked events: %v", err)
+	}
+	// Placing with no stream marks published at once.
+	if _, err := s.Restock(ctx, "A-1", 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PlaceEvents(ctx, 10, true, relay); err != nil || n != 1 {
+		t.Fatalf("placed %d, %v", n, err)
+	}
+	if un, err := s.Unpublished(ctx, 100); err != nil || len(un) != 12 {
+		t.Fatalf("an event placed published is still unpublished: %d %v", len(un), err)
+	}
+}
+
+// rebuild applies every SKU's changes in order from zero, checking that each
+// SKU's events are numbered 1, 2, 3... and each one's counters are its
+// predecessor's plus its change.
+func rebuild(t *testing.T, evs []orders.Event) map[string]orders.Levels {
+	t.Helper()
+	out := map[string]orders.Levels{}
+	seq := map[string]int64{}
+	for _, e := range evs {
+		if e.Seq != seq[e.SKU]+1 {
+			t.Fatalf("%s: event %s numbered %d after %d", e.SKU, e.ID, e.Seq, seq[e.SKU])
+		}
+		seq[e.SKU] = e.Seq
+		out[e.SKU] = out[e.SKU].Add(e.Change)
+		if out[e.SKU] != e.Counters {
+			t.Fatalf("%s: event %s says counters %+v, its changes add up to %+v", e.SKU, e.ID, e.Counters, out[e.SKU])
+		}
+	}
+	return out
+}
+
+var _ orders.EventStore = (*gormstore.Store)(nil)

@@ -1,0 +1,119 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Stock events. Every change of a SKU's counters writes one Event in the
+// transaction that changes them (the outbox): an event is never announced for
+// a change that did not commit, nor lost for one that did. Each SKU numbers
+// its events 1, 2, 3... with no gap (Seq), in the order the changes committed.
+// An elected relay then gives committed events their place in the feed
+// (Position, in commit order; the event's public ID is made from it) and
+// delivers them at least once: to NATS JetStream and to webhook endpoints.
+
+// EventType says what changed a SKU's counters.
+type EventType string
+
+// The event types: one per kind of change of a SKU's counters.
+const (
+	EventOrderPlaced          EventType = "order.placed"
+	EventOrderCancelled       EventType = "order.cancelled"
+	EventReservationCreated   EventType = "reservation.created"
+	EventReservationConfirmed EventType = "reservation.confirmed"
+	EventReservationReleased  EventType = "reservation.released"
+	EventReservationExpired   EventType = "reservation.expired"
+	EventStockRestocked       EventType = "stock.restocked"
+	EventStockSet             EventType = "stock.set"
+)
+
+// EventTypes lists every EventType.
+var EventTypes = []EventType{EventOrderPlaced, EventOrderCancelled, EventReservationCreated,
+	EventReservationConfirmed, EventReservationReleased, EventReservationExpired, EventStockRestocked, EventStockSet}
+
+// Levels are a SKU's four counters, or a change of them.
+type Levels struct {
+	Available int64 `json:"available"`
+	Reserved  int64 `json:"reserved"`
+	Sold      int64 `json:"sold"`
+	Stocked   int64 `json:"stocked"`
+}
+
+// Add returns c plus d.
+func (c Levels) Add(d Levels) Levels {
+	return Levels{Available: c.Available + d.Available, Reserved: c.Reserved + d.Reserved,
+		Sold: c.Sold + d.Sold, Stocked: c.Stocked + d.Stocked}
+}
+
+// Sub returns c minus d.
+func (c Levels) Sub(d Levels) Levels {
+	return Levels{Available: c.Available - d.Available, Reserved: c.Reserved - d.Reserved,
+		Sold: c.Sold - d.Sold, Stocked: c.Stocked - d.Stocked}
+}
+
+// Event is one committed change of one SKU's counters: what changed them (Type,
+// and the order or reservation), by how much (Change; Quantity is the units of
+// the order's or reservation's line, or of the restock), and the counters
+// after it. Applying every Change of a SKU from its first event rebuilds its
+// counters.
+type Event struct {
+	ID            string    `json:"id"` // evt_<Position>
+	Position      int64     `json:"-"`
+	Type          EventType `json:"type"`
+	SKU           string    `json:"sku"`
+	Seq           int64     `json:"seq"`
+	Quantity      int64     `json:"quantity"`
+	Change        Levels    `json:"change"`
+	Counters      Levels    `json:"counters"`
+	OrderID       string    `json:"order_id,omitempty"`
+	ReservationID string    `json:"reservation_id,omitempty"`
+	CreatedAt     time.Time `json:"created_at"` // the database's time, in the transaction
+}
+
+// eventIDPrefix starts every event's public ID.
+const eventIDPrefix = "evt_"
+
+// EventID is the public ID of the event at position p of the feed.
+func EventID(p int64) string { return eventIDPrefix + strconv.FormatInt(p, 10) }
+
+// EventPosition parses an event's public ID back into its position.
+func EventPosition(id string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(id, eventIDPrefix), 10, 64)
+	if !strings.HasPrefix(id, eventIDPrefix) || err != nil || n < 1 {
+		return 0, fmt.Errorf("%q is not an event id (evt_ and a positive number)", id)
+	}
+	return n, nil
+}
+
+// Backlog is what waits in the outbox: events not yet delivered to the stream
+// (or, with no stream, not yet in the feed), and the time of the oldest.
+type Backlog struct {
+	Events int64
+	Oldest time.Time // zero when Events is 0
+}
+
+// EventStore is the outbox as the relay and the feed use it. Writes take the
+// relay's lease (Leader), as the sweeper's do, so a former relay cannot write
+// after a newer one has.
+type EventStore interface {
+	// PlaceEvents gives up to limit committed events without a position the
+	// next positions of the feed, in the order they were written, and returns
+	// how many; published marks them delivered too (no stream is configured).
+	PlaceEvents(ctx context.Context, limit int, published bool, leader Leader) (int, error)
+	// Unpublished lists up to limit placed events not yet delivered to the
+	// stream, in feed order.
+	Unpublished(ctx context.Context, limit int) ([]Event, error)
+	// MarkPublished marks the events at these positions delivered to the stream.
+	MarkPublished(ctx context.Context, positions []int64, leader Leader) error
+	// Events lists up to limit events after position after, in feed order.
+	Events(ctx context.Context, after int64, limit int) ([]Event, error)
+	// EventBacklog reads what waits to be delivered.
+	EventBacklog(ctx context.Context) (Backlog, error)
+	// PurgeEvents deletes up to limit delivered events placed at or before
+	// through and delivered before cutoff, and returns how many.
+	PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader Leader) (int, error)
+}
