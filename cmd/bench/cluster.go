@@ -20,7 +20,7 @@ import (
 // leader fence are among them: a fresh Redis namespace restarts the lease's
 // tokens at 1, and a leader fence left by an earlier run would make the
 // database refuse the new sweeper's writes.
-const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_records, reservations, reservation_lines, leader_fences"
+const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_records, reservations, reservation_lines, leader_fences, stock_events"
 
 // cluster is replicas of one strategy behind a balancer, on emptied tables and
 // a Redis namespace of their own.

@@ -242,7 +242,7 @@ WHERE name IN ('autovacuum', 'autovacuum_naptime', 'autovacuum_analyze_scale_fac
 }
 
 // soakTables are the tables the order path grows.
-var soakTables = []string{"orders", "order_lines", "stock_ledger", "idempotency_records", "skus"}
+var soakTables = []string{"orders", "order_lines", "stock_ledger", "idempotency_records", "skus", "stock_events"}
 
 // tableStats reads how big the order path's tables are, and PostgreSQL's
 // counters of their sequential scans and of autovacuum's visits. The counters

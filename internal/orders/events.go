@@ -117,3 +117,26 @@ type EventStore interface {
 	// through and delivered before cutoff, and returns how many.
 	PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader Leader) (int, error)
 }
+
+// Stream is where the relay publishes events: NATS JetStream. Publish sends
+// events in order and returns how many of them, from the first, the stream
+// acknowledged (a duplicate of one it has counts as acknowledged).
+type Stream interface {
+	Publish(ctx context.Context, events []Event) (acked int, err error)
+}
+
+// EventObserver counts what operators watch of the events: the relay's
+// leadership, the backlog, deliveries and their lag, by destination.
+type EventObserver interface {
+	RelayLeading(bool)
+	EventBacklog(b Backlog, age time.Duration)
+	EventsPublished(destination string, n int, lags []time.Duration)
+	EventPublishFailed(destination string)
+	EventsPurged(n int)
+}
+
+// The destinations of events, as metrics name them.
+const (
+	DestinationNATS    = "nats"
+	DestinationWebhook = "webhook"
+)

@@ -44,6 +44,10 @@ const (
 	// DefaultAudit: an alert on an oversell fires within a minute, for one
 	// read of every SKU's row per half minute per cluster.
 	DefaultAudit = 30 * time.Second
+	// DefaultRelay: an idle relay reads the outbox ten times a second, so an
+	// event is delivered within about that of its commit.
+	DefaultRelay          = 100 * time.Millisecond
+	DefaultEventRetention = 24 * time.Hour
 )
 
 // Config tunes a Service.
@@ -76,6 +80,9 @@ type Config struct {
 	// LockTTL is the per-SKU locks' and the sweeper's lease: with SweepInterval,
 	// the grace I6 gives a hold past its expiry before its units must be back.
 	LockTTL time.Duration
+	// RelayInterval is how often the relay looks for new events when it found
+	// none, and EventRetention how long a delivered event stays in the feed.
+	RelayInterval, EventRetention time.Duration
 }
 
 // Deps are what a Service runs on. Counters are needed by redis-atomic only.
@@ -88,6 +95,11 @@ type Deps struct {
 	Leader   orders.Locker
 	Counters orders.Counters
 	Observer orders.Observer
+	// Events is the outbox the relay reads (no relay without it), Stream where
+	// it publishes (none: events go to the feed only), EventObserver its metrics.
+	Events        orders.EventStore
+	Stream        orders.Stream
+	EventObserver orders.EventObserver
 }
 
 // Service is the order use case.
@@ -99,6 +111,9 @@ type Service struct {
 	leader   orders.Locker
 	counters orders.Counters
 	obs      orders.Observer
+	events   orders.EventStore
+	stream   orders.Stream
+	eobs     orders.EventObserver
 	log      *slog.Logger
 	now      func() time.Time
 	placer   placer
@@ -133,9 +148,12 @@ type result struct {
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
 	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
-		log: log, now: now}
+		events: d.Events, stream: d.Stream, eobs: d.EventObserver, log: log, now: now}
 	if s.leader == nil {
 		s.leader = s.locker
+	}
+	if s.eobs == nil {
+		s.eobs = nopEvents{}
 	}
 	switch cfg.Strategy {
 	case orders.StrategyLockBatch:
@@ -186,6 +204,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweep
+	}
+	if cfg.RelayInterval <= 0 {
+		cfg.RelayInterval = DefaultRelay
+	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = DefaultEventRetention
 	}
 	if cfg.AuditInterval <= 0 {
 		cfg.AuditInterval = DefaultAudit
