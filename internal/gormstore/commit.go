@@ -25,18 +25,17 @@ func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences
 		if err := s.decrement(tx, totals, fences); err != nil {
 			return err
 		}
-		if err := s.insertBatch(tx, b, fences); err != nil {
-			return err
+		if len(totals) > 0 {
+			rows, err := counters(tx, skusOf(totals))
+			if err != nil {
+				return err
+			}
+			after = availableOf(rows)
+			if err := placedEvents(b.Placed).write(s, tx, rows); err != nil {
+				return err
+			}
 		}
-		if len(totals) == 0 {
-			return nil
-		}
-		rows, err := counters(tx, skusOf(totals))
-		if err != nil {
-			return err
-		}
-		after = availableOf(rows)
-		return placedEvents(b.Placed).write(s, tx, rows)
+		return s.insertBatch(tx, b, fences)
 	})
 	return after, unavailable("commit", conflict(err))
 }

@@ -125,6 +125,9 @@ func (o *outbox) write(s *Store, tx *gorm.DB, after map[string]skuRow) error {
 		cur.Stocked -= r.DStocked
 		next[r.SKU] = cur
 	}
+	if s.eventsOutside {
+		tx = s.db.WithContext(tx.Statement.Context)
+	}
 	return createAll(tx, o.rows)
 }
 

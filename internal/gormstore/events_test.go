@@ -31,7 +31,7 @@ func testEvents(t *testing.T, kind string) {
 	ctx := context.Background()
 	sweeper := orders.Leader{Name: "job:sweeper", Token: 1}
 
-	mustRestock(t, s, "A-1", 10, 1)                          // A1 restocked
+	mustRestock(t, s, "A-1", 10, 1)                        // A1 restocked
 	if _, err := s.Restock(ctx, "A-1", 5, 2); err != nil { // A2 restocked
 		t.Fatal(err)
 	}
@@ -193,19 +193,96 @@ func testEvents(t *testing.T, kind string) {
 // predecessor's plus its change.
 func rebuild(t *testing.T, evs []orders.Event) map[string]orders.Levels {
 	t.Helper()
+	out, err := rebuilt(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func rebuilt(evs []orders.Event) (map[string]orders.Levels, error) {
 	out := map[string]orders.Levels{}
 	seq := map[string]int64{}
 	for _, e := range evs {
 		if e.Seq != seq[e.SKU]+1 {
-			t.Fatalf("%s: event %s numbered %d after %d", e.SKU, e.ID, e.Seq, seq[e.SKU])
+			return nil, fmt.Errorf("%s: event %s numbered %d after %d", e.SKU, e.ID, e.Seq, seq[e.SKU])
 		}
 		seq[e.SKU] = e.Seq
 		out[e.SKU] = out[e.SKU].Add(e.Change)
 		if out[e.SKU] != e.Counters {
-			t.Fatalf("%s: event %s says counters %+v, its changes add up to %+v", e.SKU, e.ID, e.Counters, out[e.SKU])
+			return nil, fmt.Errorf("%s: event %s says counters %+v, its changes add up to %+v", e.SKU, e.ID, e.Counters, out[e.SKU])
 		}
 	}
-	return out
+	return out, nil
+}
+
+// TestEventsOnlyOfWhatCommitted fails writes after they wrote their events (a
+// key recorded meanwhile fails a batch at its last statement) and checks that
+// the counters rebuilt from the events are the rows': and that this check
+// catches a store that writes its events outside the transaction.
+func TestEventsOnlyOfWhatCommitted(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			s, _ := newStore(t, kind)
+			if err := eventsMatchRows(t, s); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if kind == "sqlite" {
+			continue // one connection: a write outside the transaction would wait for it
+		}
+		t.Run(kind+"/outside the transaction", func(t *testing.T) {
+			s, _ := newStore(t, kind)
+			err := eventsMatchRows(t, s.WithEventsOutsideTransaction())
+			if err == nil {
+				t.Fatal("events written outside the transaction, and the rebuild from them matched the rows")
+			}
+			t.Logf("caught, as it must be: %v", err)
+		})
+	}
+}
+
+// eventsMatchRows makes writes, some failing after their events, and says
+// whether the counters rebuilt from the events differ from the rows.
+func eventsMatchRows(t *testing.T, s *gormstore.Store) error {
+	ctx := context.Background()
+	mustRestock(t, s, "A-1", 10, 1)
+	if _, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), nil, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // each fails at its key's record, after its events
+		_, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{
+			{Order: order(fmt.Sprintf("o%d", i+2), orders.Item{SKU: "A-1", Quantity: 2}), Key: "k1", Hash: "h-k1"},
+		}}, nil)
+		if !errors.Is(err, orders.ErrIdempotencyConflict) {
+			t.Fatalf("a key recorded meanwhile: %v", err)
+		}
+	}
+	for {
+		n, err := s.PlaceEvents(ctx, 100, true, relay)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	evs, err := s.Events(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rebuilt(evs)
+	if err != nil {
+		return err
+	}
+	st, err := s.Stock(ctx, "A-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := (orders.Levels{Available: st.Available, Reserved: st.Held, Sold: st.Sold, Stocked: st.Stocked}); got["A-1"] != w {
+		return fmt.Errorf("A-1 rebuilt from %d events: %+v; its row: %+v", len(evs), got["A-1"], w)
+	}
+	return nil
 }
 
 var _ orders.EventStore = (*gormstore.Store)(nil)

@@ -26,6 +26,10 @@ type Store struct {
 	// fixedClock makes now, not the database's clock, the time of expiries
 	// (WithClock, for tests).
 	fixedClock bool
+	// eventsOutside writes the outbox's events on a connection of their own,
+	// outside the write's transaction: the mistake the outbox exists to avoid,
+	// for the test that shows the rebuild from events catching it.
+	eventsOutside bool
 }
 
 var _ orders.Store = (*Store)(nil)
