@@ -228,7 +228,10 @@ func (p *Publisher) ensureStream(ctx context.Context) error {
 // acknowledgement that says duplicate counts): the caller marks those sent
 // and retries the rest. Fewer than len(msgs) comes with an error. A message
 // after that prefix may have been stored too; published again within the
-// duplicate window, it is dropped as a duplicate.
+// duplicate window, it is dropped as a duplicate. So a SKU's events are
+// stored in order unless the server refuses one and stores a later one (a
+// refusal that is not the connection's or the stream's); consumers check
+// the per-SKU sequence.
 func (p *Publisher) Publish(ctx context.Context, msgs []Message) (acked int, err error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -265,7 +268,11 @@ func (p *Publisher) publishWindow(ctx context.Context, msgs []Message) (int, err
 	var sendErr error
 	for _, m := range msgs {
 		f, err := p.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}},
-			jetstream.WithMsgID(m.MsgID), jetstream.WithExpectStream(p.opts.Stream))
+			jetstream.WithMsgID(m.MsgID), jetstream.WithExpectStream(p.opts.Stream),
+			// The client would publish again on its own, later, a message
+			// no stream answered: after the caller's retry of an earlier one,
+			// out of order. The caller retries, in order.
+			jetstream.WithRetryAttempts(0))
 		if err != nil {
 			// Nothing after a message that was not sent may be: it would be
 			// stored before it.

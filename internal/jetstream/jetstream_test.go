@@ -216,6 +216,43 @@ func TestPublishRejects(t *testing.T) {
 	if n, err := p.Publish(done, s.events("r", 2, "x")); n != 0 || err == nil {
 		t.Errorf("ended context: %d, %v", n, err)
 	}
+	// A failure in the middle: the prefix before it is acknowledged, what
+	// follows is not, though the stream may have stored it.
+	msgs := s.events("m", 3, "x")
+	msgs[1].Subject = "elsewhere." + testenv.RandomID()
+	if n, err := p.Publish(ctx, msgs); n != 1 || err == nil {
+		t.Errorf("second of three outside the stream: %d, %v; want 1 and an error", n, err)
+	}
+	same(t, s.readAll(t, ""), []jetstream.Message{msgs[0], msgs[2]})
+}
+
+// Publish is safe for concurrent use: each caller's messages in its order.
+func TestPublishConcurrently(t *testing.T) {
+	s := newTestStream(t, testenv.NATSURL(t))
+	p := s.open(t, 10*time.Second)
+	var wg sync.WaitGroup
+	batches := make([][]jetstream.Message, 4)
+	for i := range batches {
+		batches[i] = s.events("g"+strconv.Itoa(i), 50, "sku-"+strconv.Itoa(i))
+		wg.Go(func() {
+			for j := 0; j < 50; j += 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				n, err := p.Publish(ctx, batches[i][j:j+10])
+				cancel()
+				if n != 10 || err != nil {
+					t.Errorf("batch %d at %d: %d, %v", i, j, n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, b := range batches {
+		same(t, s.readAll(t, s.subject("sku-"+strconv.Itoa(i))), b)
+	}
+	if got := len(s.readAll(t, "")); got != 200 {
+		t.Errorf("read %d messages, want 200", got)
+	}
 }
 
 // NATS killed, then stopped: Publish fails within its timeout, acknowledging
