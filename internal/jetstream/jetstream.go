@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,17 +147,17 @@ type Publisher struct {
 	acked, duplicates, failed atomic.Uint64
 }
 
-// Open connects to the NATS server(s) at url (comma-separated for a
-// cluster) and creates or updates the stream of opts, within ctx and
+// Open connects to the NATS server(s) at servers (nats:// URLs,
+// comma-separated for a cluster) and creates or updates the stream of opts, within ctx and
 // opts.Timeout. Several replicas may open at once: creating a stream that
 // exists with the same configuration succeeds.
-func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
+func Open(ctx context.Context, servers string, opts Options) (*Publisher, error) {
 	opts = opts.withDefaults()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", url, err)
+		return nil, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
 	}
 	log := opts.Logger.With("component", "jetstream")
-	nc, err := nats.Connect(url,
+	nc, err := nats.Connect(servers,
 		nats.Name(opts.Name),
 		nats.Timeout(opts.Timeout),
 		nats.MaxReconnects(-1),
@@ -177,7 +179,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", url, err)
+		return nil, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithDefaultTimeout(opts.Timeout),
@@ -296,6 +298,7 @@ func (p *Publisher) publishWindow(ctx context.Context, msgs []Message) (int, err
 			if errors.Is(err, jetstream.ErrNoStreamResponse) {
 				// No stream answers on the subject: the server may have
 				// lost its storage; make sure of the stream again next time.
+				p.log.Warn("no stream answered a publish; making sure of the stream on the next", "stream", p.opts.Stream, "subject", msgs[i].Subject)
 				p.mu.Lock()
 				p.ensured = false
 				p.mu.Unlock()
@@ -319,3 +322,14 @@ func (p *Publisher) Connected() bool { return p.nc.IsConnected() }
 
 // Close closes the connection; a Publish in progress fails.
 func (p *Publisher) Close() { p.nc.Close() }
+
+// redact is a server list with each URL's password hidden, for messages.
+func redact(servers string) string {
+	parts := strings.Split(servers, ",")
+	for i, s := range parts {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

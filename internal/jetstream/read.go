@@ -27,14 +27,14 @@ type Received struct {
 // came meanwhile), within ctx. It is for tests and tools that check the
 // stream against the database: a service reads events with a durable
 // consumer of its own.
-func ReadAll(ctx context.Context, url, stream, subject string) ([]Received, error) {
+func ReadAll(ctx context.Context, servers, stream, subject string) ([]Received, error) {
 	timeout := DefaultTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	nc, err := nats.Connect(url, nats.Name("stockguard-readall"), nats.Timeout(timeout))
+	nc, err := nats.Connect(servers, nats.Name("stockguard-readall"), nats.Timeout(timeout))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", url, err)
+		return nil, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -71,3 +71,10 @@ func TestSKURejects(t *testing.T) {
 		}
 	}
 }
+
+func TestRedact(t *testing.T) {
+	got := redact("nats://u:secret@a:4222, nats://b:4222")
+	if strings.Contains(got, "secret") || !strings.Contains(got, "nats://u:xxxxx@a:4222") || !strings.Contains(got, "nats://b:4222") {
+		t.Errorf("redact = %q", got)
+	}
+}
