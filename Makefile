@@ -37,7 +37,7 @@ run: ## Run one replica on :8080 against this machine's PostgreSQL and Redis (DA
 	STOCKGUARD_ADDR=$${STOCKGUARD_ADDR:-127.0.0.1:8080} $(GO) run ./cmd/stockguard serve
 
 .PHONY: test
-test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set; unset, this machine's Redis, PostgreSQL and MariaDB when they answer, unless STOCKGUARD_TEST_NO_DEFAULTS=1). Last line: tests passed, failed, skipped by reason; fails too when a test skipped a service that answers.
+test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set; unset, this machine's Redis, PostgreSQL, MariaDB and NATS when they answer, unless STOCKGUARD_TEST_NO_DEFAULTS=1). Last line: tests passed, failed, skipped by reason; fails too when a test skipped a service that answers.
 	$(GO) build -o bin/gotest ./scripts/gotest # go test -json, reported (a built binary keeps go test's exit status)
 	GO='$(GO)' bin/gotest $(TEST_FLAGS) ./... ./pkg/lock/... # two modules (go.work): ./... stops at pkg/lock's go.mod
 	CGO_ENABLED=0 GO='$(GO)' bin/gotest -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo

@@ -23,6 +23,7 @@ IMAGES=(
 	"postgres:15 postgres"
 	"nginx:1.27 nginx"
 	"prom/prometheus:v2.53.3 prometheus"
+	"nats:2.10-alpine nats"
 )
 
 export DOCKER_BUILDKIT=0 # the legacy builder: BuildKit wants images from a registry

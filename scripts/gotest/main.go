@@ -3,11 +3,12 @@
 // skipped tests by reason, and one line counting the tests passed, failed and
 // skipped. `make test` runs it.
 //
-// Before the run, each of STOCKGUARD_TEST_REDIS_URL, STOCKGUARD_TEST_DATABASE_URL
-// and STOCKGUARD_TEST_MYSQL_URL that is unset is pointed at this machine's
-// service when that answers on its default loopback port. After it, a test that
-// skipped naming a service that answers here (by its variable or its name)
-// fails the run: the service was there, the test did not use it.
+// Before the run, each of STOCKGUARD_TEST_REDIS_URL, STOCKGUARD_TEST_DATABASE_URL,
+// STOCKGUARD_TEST_MYSQL_URL and STOCKGUARD_TEST_NATS_URL that is unset is
+// pointed at this machine's service when that answers on its default loopback
+// port. After it, a test that skipped naming a service that answers here (by
+// its variable or its name) fails the run: the service was there, the test did
+// not use it.
 // STOCKGUARD_TEST_NO_DEFAULTS=1 turns both off.
 //
 // The exit status is go test's, or 1 when go test passed but that rule failed.

@@ -399,6 +399,22 @@ func TestProbesRefuse(t *testing.T) {
 		t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
 		return ln.Addr().String()
 	}
+	// greet is serve for a server that speaks first (NATS's INFO).
+	greet := func(hello []byte) string {
+		ln := listen(t)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer func() { _ = c.Close() }()
+			_, _ = c.Write(hello)
+			_, _ = c.Read(make([]byte, 512))
+		})
+		t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+		return ln.Addr().String()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -417,6 +433,18 @@ func TestProbesRefuse(t *testing.T) {
 	err = probePostgres(ctx, serve([]byte{'R', 0, 0, 0, 12, 0, 0, 0, 5, 1, 2, 3, 4}))
 	if err == nil || !strings.Contains(err.Error(), "password") {
 		t.Errorf("PostgreSQL asking for a password: %v", err)
+	}
+	err = probeNATS(ctx, greet([]byte("INFO {\"server_id\":\"x\",\"jetstream\":false}\r\n")))
+	if err == nil || !strings.Contains(err.Error(), "JetStream") {
+		t.Errorf("NATS without JetStream: %v", err)
+	}
+	err = probeNATS(ctx, greet([]byte("INFO {\"jetstream\":true,\"auth_required\":true}\r\n")))
+	if err == nil || !strings.Contains(err.Error(), "credentials") {
+		t.Errorf("NATS asking for credentials: %v", err)
+	}
+	err = probeNATS(ctx, greet([]byte("+PONG\r\n")))
+	if err == nil || !strings.Contains(err.Error(), "not NATS") {
+		t.Errorf("Redis taken for NATS: %v", err)
 	}
 }
 

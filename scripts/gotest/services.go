@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,10 @@ func defaultServices() []service {
 		{
 			name: "MariaDB", envVar: "STOCKGUARD_TEST_MYSQL_URL", url: "mysql://root@127.0.0.1:3306/test",
 			addr: "127.0.0.1:3306", words: []string{"MariaDB", "MySQL"}, probe: probeMySQL,
+		},
+		{
+			name: "NATS", envVar: "STOCKGUARD_TEST_NATS_URL", url: "nats://127.0.0.1:4222",
+			addr: "127.0.0.1:4222", words: []string{"NATS", "JetStream"}, probe: probeNATS,
 		},
 	}
 }
@@ -207,6 +212,49 @@ func probeMySQL(ctx context.Context, addr string) error {
 		}
 	}
 	return errors.New("login: no OK")
+}
+
+// probeNATS reads the server's INFO and wants JetStream enabled in it (the
+// tests publish to streams), then PING and PONG: a server that wants
+// credentials says so with -ERR instead.
+func probeNATS(ctx context.Context, addr string) error {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	info, ok := strings.CutPrefix(strings.TrimSpace(line), "INFO ")
+	if !ok {
+		return fmt.Errorf("not NATS: %q", line)
+	}
+	var fields struct {
+		JetStream    bool `json:"jetstream"`
+		AuthRequired bool `json:"auth_required"`
+	}
+	if err := json.Unmarshal([]byte(info), &fields); err != nil {
+		return fmt.Errorf("not NATS: INFO %w", err)
+	}
+	switch {
+	case fields.AuthRequired:
+		return errors.New("NATS wants credentials")
+	case !fields.JetStream:
+		return errors.New("NATS without JetStream (nats-server -js)")
+	}
+	if _, err := io.WriteString(c, "CONNECT {\"verbose\":false,\"pedantic\":false}\r\nPING\r\n"); err != nil {
+		return err
+	}
+	if line, err = r.ReadString('\n'); err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "PONG" {
+		return fmt.Errorf("PING: %q", line)
+	}
+	return nil
 }
 
 func readMySQLPacket(r io.Reader) ([]byte, byte, error) {
