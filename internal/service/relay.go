@@ -60,18 +60,17 @@ func (s *Service) RunRelay(ctx context.Context) {
 // relay works rounds until the lease is lost or the database refuses its
 // token for good: a round that found a full batch of work starts the next at
 // once, one that found less waits RelayInterval, and one whose stream failed
-// waits longer each time, up to relayMaxBackoff.
+// waits longer each time, up to relayMaxBackoff, unless the stream took some
+// of its events: a stream that makes progress is retried at RelayInterval, so
+// that one acknowledging part of each batch still drains the backlog.
 func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 	leader := func(f orders.Fences) orders.Leader { return orders.Leader{Name: RelayLease, Token: f[RelayLease]} }
 	var purged, measured time.Time
 	backoff := s.cfg.RelayInterval
 	for {
-		busy, err := s.relayRound(ctx, g, leader)
-		switch {
-		case errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil:
+		busy, progressed, err := s.relayRound(ctx, g, leader)
+		if errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil {
 			return errors.Join(err, context.Cause(ctx))
-		case err != nil:
-			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", backoff.String())
 		}
 		if now := s.now(); now.Sub(measured) >= relayBacklogAge {
 			measured = now
@@ -91,12 +90,17 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 		}
 		wait := s.cfg.RelayInterval
 		switch {
-		case err != nil:
+		case err != nil && !progressed:
 			wait, backoff = backoff, min(2*backoff, relayMaxBackoff)
+		case err != nil:
+			backoff = s.cfg.RelayInterval
 		case busy:
 			backoff, wait = s.cfg.RelayInterval, 0
 		default:
 			backoff = s.cfg.RelayInterval
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", wait.String())
 		}
 		if wait > 0 && !sleep(ctx, wait) {
 			return context.Cause(ctx)
@@ -105,8 +109,9 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 }
 
 // relayRound places the committed events in the feed and publishes the
-// placed ones not yet published; busy says a batch was full.
-func (s *Service) relayRound(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader) (busy bool, err error) {
+// placed ones not yet published; busy says a batch was full, progressed that
+// the stream acknowledged some events (even if it failed on the rest).
+func (s *Service) relayRound(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader) (busy, progressed bool, err error) {
 	var placed int
 	err = s.fenced(ctx, g, func(f orders.Fences) error {
 		var err error
@@ -114,14 +119,14 @@ func (s *Service) relayRound(ctx context.Context, g orders.Grant, leader func(or
 		return err
 	})
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if s.stream == nil {
-		return placed == relayBatch, nil
+		return placed == relayBatch, false, nil
 	}
 	evs, err := s.events.Unpublished(ctx, relayBatch)
 	if err != nil || len(evs) == 0 {
-		return placed == relayBatch, err
+		return placed == relayBatch, false, err
 	}
 	acked, perr := s.stream.Publish(ctx, evs)
 	if acked > 0 {
@@ -133,15 +138,15 @@ func (s *Service) relayRound(ctx context.Context, g orders.Grant, leader func(or
 		}
 		err = s.fenced(ctx, g, func(f orders.Fences) error { return s.events.MarkPublished(ctx, positions, leader(f)) })
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		s.eobs.EventsPublished(orders.DestinationNATS, acked, lags)
 	}
 	if perr != nil {
 		s.eobs.EventPublishFailed(orders.DestinationNATS)
-		return false, perr
+		return false, acked > 0, perr
 	}
-	return placed == relayBatch || len(evs) == relayBatch, nil
+	return placed == relayBatch || len(evs) == relayBatch, acked > 0, nil
 }
 
 // purgeEvents deletes, in bounded rounds, the events delivered more than
