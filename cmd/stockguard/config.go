@@ -42,6 +42,7 @@ type serveConfig struct {
 	relayInterval        time.Duration
 	eventRetention       time.Duration
 	natsURL              string
+	events               bool
 	dbMaxConns           int
 	pprofAddr            string
 	namespace            string
@@ -183,6 +184,7 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.duration(&c.sweepInterval, "sweep-interval", "STOCKGUARD_SWEEP_INTERVAL", service.DefaultSweep, "how often the sweeper's leader returns expired holds' units to available")
 	e.duration(&c.relayInterval, "relay-interval", "STOCKGUARD_RELAY_INTERVAL", service.DefaultRelay, "how often the events relay's leader looks for new stock events when it found none; the feed and the stream are this late at most, when idle")
 	e.duration(&c.eventRetention, "event-retention", "STOCKGUARD_EVENT_RETENTION", service.DefaultEventRetention, "how long a delivered stock event stays in the feed (GET /v1/events) before it is purged")
+	e.boolean(&c.events, "events", "STOCKGUARD_EVENTS", "write a stock event for every change of a SKU's counters, in its transaction, and relay them (GET /v1/events, --nats-url, webhooks); off writes none and runs no relay (the feed answers 404)", true)
 	e.secret(&c.natsURL, "nats-url", "NATS_URL", "", "NATS with JetStream, where the relay publishes every stock event (stockguard.sku.<sku>): nats://host:4222; empty publishes none (the feed still has them)")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")

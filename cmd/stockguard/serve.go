@@ -121,6 +121,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	defer closeStream()
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
 		Leader: skulock.NewLocker(leases, lockDep), Observer: obs, Events: store, Stream: stream, EventObserver: eobs}
+	if !cfg.events {
+		log.Info("events off: no stock event is written, no relay runs")
+		deps.Store, deps.Events, deps.Stream = store.WithoutEvents(), nil, nil
+	}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)

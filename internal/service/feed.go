@@ -2,15 +2,14 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// errNoEvents is the feed's answer on a service given no EventStore: a
-// wiring mistake, not the client's.
-var errNoEvents = errors.New("service: no event store: the feed is not wired")
+// errNoEvents is the feed's answer on a service given no EventStore: events
+// are turned off (--events=false).
+var errNoEvents = fmt.Errorf("%w: stock events are turned off on this replica (--events=false)", orders.ErrNotFound)
 
 // Events lists up to limit events of the feed, oldest first, after the event
 // whose id is startingAfter (from the first when empty), and whether more
