@@ -63,6 +63,16 @@ func (s *Service) RunRelay(ctx context.Context) {
 // waits longer each time, up to relayMaxBackoff.
 func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 	leader := func(f orders.Fences) orders.Leader { return orders.Leader{Name: RelayLease, Token: f[RelayLease]} }
+	if s.webhooks != nil && s.sender != nil {
+		g = &syncGrant{g: g} // shared with the webhooks' goroutines
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.runWebhooks(wctx, g, leader)
+		}()
+		defer func() { stop(); <-done }()
+	}
 	var purged, measured time.Time
 	backoff := s.cfg.RelayInterval
 	for {
@@ -172,10 +182,22 @@ func (s *Service) purgeEvents(ctx context.Context, g orders.Grant, leader func(o
 	return nil
 }
 
-// purgeThrough is the last position every destination has had: all of them
-// while no webhook lags behind.
-func (s *Service) purgeThrough(context.Context) int64 {
-	return 1<<63 - 1
+// purgeThrough is the last position every destination has had: the lowest
+// cursor of the webhook endpoints, all positions when there is none (the
+// stream's are bounded by published_at); none when the cursors cannot be read.
+func (s *Service) purgeThrough(ctx context.Context) int64 {
+	if s.webhooks == nil {
+		return 1<<63 - 1
+	}
+	through, ok, err := s.webhooks.WebhooksThrough(ctx)
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "events: the webhooks' cursors not read; purging none", "err", err)
+		return 0
+	case !ok:
+		return 1<<63 - 1
+	}
+	return through
 }
 
 // nopEvents is the EventObserver of a service given none.
@@ -186,3 +208,4 @@ func (nopEvents) EventBacklog(orders.Backlog, time.Duration)   {}
 func (nopEvents) EventsPublished(string, int, []time.Duration) {}
 func (nopEvents) EventPublishFailed(string)                    {}
 func (nopEvents) EventsPurged(int)                             {}
+func (nopEvents) WebhookAttempt(string)                        {}
