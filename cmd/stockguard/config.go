@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 type serveConfig struct {
@@ -39,6 +40,8 @@ type serveConfig struct {
 	idempotencyRetention time.Duration
 	maxHoldTTL           time.Duration
 	sweepInterval        time.Duration
+	webhookRetryFor      time.Duration
+	webhookTimeout       time.Duration
 	dbMaxConns           int
 	pprofAddr            string
 	namespace            string
@@ -178,6 +181,8 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.duration(&c.idempotencyRetention, "idempotency-retention", "STOCKGUARD_IDEMPOTENCY_RETENTION", service.DefaultRetention, "how long an Idempotency-Key's answer is kept; a request repeating the key after it is a new order")
 	e.duration(&c.maxHoldTTL, "max-hold-ttl", "STOCKGUARD_MAX_HOLD_TTL", orders.DefaultMaxTTL, "longest time to live a hold may be made or extended for (at least 1s)")
 	e.duration(&c.sweepInterval, "sweep-interval", "STOCKGUARD_SWEEP_INTERVAL", service.DefaultSweep, "how often the sweeper's leader returns expired holds' units to available")
+	e.duration(&c.webhookRetryFor, "webhook-retry-for", "STOCKGUARD_WEBHOOK_RETRY_FOR", webhook.DefaultFor, "how long a webhook delivery is retried, with exponential backoff and jitter, before the event is recorded failed and skipped")
+	e.duration(&c.webhookTimeout, "webhook-timeout", "STOCKGUARD_WEBHOOK_TIMEOUT", defaultWebhookTimeout, "deadline of one webhook delivery attempt: the request sent and the answer's status read")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
@@ -216,8 +221,8 @@ func (c serveConfig) check() error {
 		return errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
-		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 {
-		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window and sweep-interval must be positive")
+		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 || c.webhookRetryFor <= 0 || c.webhookTimeout <= 0 {
+		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window, sweep-interval, webhook-retry-for and webhook-timeout must be positive")
 	}
 	if c.maxHoldTTL < orders.MinHoldTTL {
 		return fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)

@@ -24,6 +24,7 @@ import (
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/skulock"
+	"github.com/stockguard/stockguard/internal/webhook"
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/lockprom"
 	"github.com/stockguard/stockguard/pkg/lock/redislease"
@@ -112,6 +113,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
 		Leader: skulock.NewLocker(leases, lockDep), Observer: obs}
+	deps.Webhooks, deps.WebhookSender, deps.WebhookRetry = store, newWebhookSender(cfg.webhookTimeout), webhook.Policy{For: cfg.webhookRetryFor}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
