@@ -32,6 +32,8 @@ type observer struct {
 	sweepRefused  prometheus.Counter
 	// The sweeper leader's audit; 0 on the other replicas (alert on the max).
 	oversold, holdsOverdue prometheus.Gauge
+	// The relay leader's webhook delivery attempts, by result.
+	webhookAttempts *prometheus.CounterVec
 }
 
 var _ orders.Observer = (*observer)(nil)
@@ -59,6 +61,8 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 			Help: "Holds still held past their expiry and grace (I6) at the sweeper leader's last audit; 0 on the other replicas."}),
 		sweepRefused: counter("sweeper_refusals_total",
 			"Sweeper writes the database refused because a newer leader had written (this replica led past its lease)."),
+		webhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "webhook_attempts_total",
+			Help: "Webhook delivery attempts by result: delivered, retry (failed, to be tried again), failed (given up: recorded and skipped)."}, []string{"result"}),
 	}
 	for _, r := range refusalReasons {
 		o.refused.WithLabelValues(r)
@@ -66,7 +70,11 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 	for _, e := range holdEvents {
 		o.holds.WithLabelValues(e)
 	}
-	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, o.oversold, o.holdsOverdue, buildInfo())
+	for _, r := range orders.WebhookResults {
+		o.webhookAttempts.WithLabelValues(r)
+	}
+	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, o.oversold, o.holdsOverdue,
+		o.webhookAttempts, buildInfo())
 	return o
 }
 
@@ -103,6 +111,9 @@ func (o *observer) HoldConfirmed()             { o.holds.WithLabelValues("confir
 func (o *observer) HoldReleased()              { o.holds.WithLabelValues("released").Inc() }
 func (o *observer) HoldsExpired(n int)         { o.holds.WithLabelValues("expired").Add(float64(n)) }
 func (o *observer) SweepRefused()              { o.sweepRefused.Inc() }
+
+// WebhookAttempt counts a webhook delivery attempt by its result.
+func (o *observer) WebhookAttempt(result string) { o.webhookAttempts.WithLabelValues(result).Inc() }
 
 // FenceRejected counts a stale holder's refused write; which SKU is for the log
 // (a label per SKU would grow with the catalogue).
