@@ -31,7 +31,7 @@ func testEvents(t *testing.T, kind string) {
 	ctx := context.Background()
 	sweeper := orders.Leader{Name: "job:sweeper", Token: 1}
 
-	mustRestock(t, s, "A-1", 10, 1)                          // A1 restocked
+	mustRestock(t, s, "A-1", 10, 1)                        // A1 restocked
 	if _, err := s.Restock(ctx, "A-1", 5, 2); err != nil { // A2 restocked
 		t.Fatal(err)
 	}

@@ -839,7 +839,9 @@ func (s *acceptingStore) CreateWebhook(_ context.Context, w orders.Webhook) (ord
 	return w, nil
 }
 
-func (s *acceptingStore) Webhooks(context.Context, string, int) ([]orders.Webhook, error) { return nil, nil }
+func (s *acceptingStore) Webhooks(context.Context, string, int) ([]orders.Webhook, error) {
+	return nil, nil
+}
 
 func (s *acceptingStore) Webhook(_ context.Context, id string) (orders.Webhook, error) {
 	return orders.Webhook{ID: id, URL: "https://example.com/hook", CreatedAt: s.now()}, nil
