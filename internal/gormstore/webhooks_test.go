@@ -113,4 +113,17 @@ func testWebhooks(t *testing.T, kind string) {
 	if low, ok, _ := s.WebhooksThrough(ctx); !ok || low != 3 {
 		t.Fatalf("lowest cursor %d, want 3 (b's)", low)
 	}
+
+	// Purging every event keeps the last: the feed goes on from it, and b's
+	// cursor (3) is not passed by events numbered again from 1.
+	if n, err := s.PurgeEvents(ctx, clk.Now().Add(time.Hour), 1<<62, 100, relay); err != nil || n != 2 {
+		t.Fatalf("purged %d %v, want 2 (all but the last)", n, err)
+	}
+	mustRestock(t, s, "A-1", 10, 4)
+	if n, err := s.PlaceEvents(ctx, 10, true, relay); err != nil || n != 1 {
+		t.Fatalf("placed %d %v", n, err)
+	}
+	if evs, err := s.Events(ctx, 3, 10); err != nil || len(evs) != 1 || evs[0].ID != "evt_4" {
+		t.Fatalf("the feed after b's cursor: %+v %v, want evt_4", evs, err)
+	}
 }
