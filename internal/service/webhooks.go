@@ -249,15 +249,28 @@ func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(
 			done, through, lags = e.Position, e.Position, nil
 		}
 		if done > through {
-			// On a context of its own: deliveries made before ctx ended are
-			// written, so that the next relay does not send them again.
-			if !s.advanceWebhook(context.WithoutCancel(ctx), g, leader, ep.ID, done, nil) {
+			if !s.flushWebhook(ctx, g, leader, ep.ID, done) {
 				return
 			}
 			s.delivered(lags)
 			through = done
 		}
 	}
+}
+
+// webhookFlush bounds the write of a cursor after the relay stopped.
+const webhookFlush = 5 * time.Second
+
+// flushWebhook moves an endpoint's cursor past the events delivered; after
+// ctx ended, on a context of its own for a bounded time, so that deliveries
+// made are written and the next relay does not send them again.
+func (s *Service) flushWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, id string, through int64) bool {
+	if ctx.Err() != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookFlush)
+		defer cancel()
+		ctx = fctx
+	}
+	return s.advanceWebhook(ctx, g, leader, id, through, nil)
 }
 
 // delivered counts events delivered to an endpoint, with their lags from commit.
