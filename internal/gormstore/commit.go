@@ -22,11 +22,12 @@ func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		totals := totalsOf(b.Placed)
-		if err := s.decrement(tx, totals, fences); err != nil {
+		returned := map[string]skuRow{}
+		if err := s.decrement(tx, totals, fences, returned); err != nil {
 			return err
 		}
 		if len(totals) > 0 {
-			rows, err := counters(tx, skusOf(totals))
+			rows, err := countersAfter(tx, skusOf(totals), returned)
 			if err != nil {
 				return err
 			}
@@ -52,23 +53,24 @@ func conflict(err error) error {
 // decrement takes totals (sorted by SKU, so that concurrent transactions lock
 // rows in one order) off the stock with guarded updates, fenced unless fences is
 // nil, and counts them sold; or says why it cannot.
-func (s *Store) decrement(tx *gorm.DB, totals []total, fences orders.Fences) error {
+func (s *Store) decrement(tx *gorm.DB, totals []total, fences orders.Fences, after map[string]skuRow) error {
 	now := s.now()
 	for i, it := range totals {
-		var res *gorm.DB
+		var affected int64
+		var err error
 		n := it.sold + it.reserved
 		if fences == nil {
-			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ?", n, it.sold, it.reserved, it.events, now, it.sku, n)
+			affected, err = update(tx, "UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ?", []any{n, it.sold, it.reserved, it.events, now, it.sku, n}, after)
 		} else {
 			tok := fences[it.sku]
-			res = tx.Exec("UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, fence = ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ? AND fence < ?", n, it.sold, it.reserved, it.events, tok, now, it.sku, n, tok)
+			affected, err = update(tx, "UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, fence = ?, updated_at = ? "+
+				"WHERE sku = ? AND available >= ? AND fence < ?", []any{n, it.sold, it.reserved, it.events, tok, now, it.sku, n, tok}, after)
 		}
-		if res.Error != nil {
-			return res.Error
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if affected == 0 {
 			// The SKUs before this one were updated in this transaction (their
 			// fence is now the caller's own): only this one and the rest are judged.
 			return whyRefused(tx, totals[i:], fences)

@@ -21,7 +21,10 @@ type delta struct{ available, reserved, sold, stocked int64 }
 // tokens, as lock-polling's), and numbers its events (the number of the
 // write's events of the SKU, in its outbox). It returns gorm.ErrRecordNotFound
 // for a SKU that does not exist.
-func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64) error {
+//
+// Where the database can (returning), the update returns the row as it left
+// it, into after, so that the write need not read it again.
+func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64, after map[string]skuRow) error {
 	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, event_seq = event_seq + ?, updated_at = ?"
 	args := []any{d.available, d.reserved, d.sold, d.stocked, events, s.now()}
 	where := " WHERE sku = ? AND available >= ? AND reserved >= ?"
@@ -32,9 +35,9 @@ func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64) err
 		where += " AND fence < ?"
 		wargs = append(wargs, fence)
 	}
-	res := tx.Exec("UPDATE skus SET "+set+where, append(args, wargs...)...)
-	if res.Error != nil || res.RowsAffected == 1 {
-		return res.Error
+	n, err := update(tx, "UPDATE skus SET "+set+where, append(args, wargs...), after)
+	if err != nil || n == 1 {
+		return err
 	}
 	var row skuRow
 	if err := tx.Where("sku = ?", sku).Take(&row).Error; err != nil {
@@ -47,4 +50,39 @@ func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64) err
 		return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: max(row.Available, 0)}}
 	}
 	return fmt.Errorf("sku %s: reserved %d cannot change by %d", sku, row.Reserved, d.reserved)
+}
+
+// skuColumns are what an update of skus returns, where it can.
+const skuColumns = " RETURNING sku, available, reserved, sold, stocked, fence, event_seq"
+
+// returning says whether the database returns the rows an UPDATE changed
+// (MySQL does not; MariaDB's RETURNING is for INSERT and DELETE only).
+func returning(tx *gorm.DB) bool { return tx.Name() == "postgres" || tx.Name() == "sqlite" }
+
+// update runs an UPDATE of skus and returns how many rows it changed; where
+// the database can, it puts the rows as it left them into after.
+func update(tx *gorm.DB, q string, args []any, after map[string]skuRow) (int64, error) {
+	if !returning(tx) || after == nil {
+		res := tx.Exec(q, args...)
+		return res.RowsAffected, res.Error
+	}
+	var rows []skuRow
+	if err := tx.Raw(q+skuColumns, args...).Scan(&rows).Error; err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		after[r.SKU] = r
+	}
+	return int64(len(rows)), nil
+}
+
+// countersAfter is the SKUs' rows after a write's updates: those the updates
+// returned, or read in its transaction where they could not.
+func countersAfter(tx *gorm.DB, skus []string, after map[string]skuRow) (map[string]skuRow, error) {
+	for _, sku := range skus {
+		if _, ok := after[sku]; !ok {
+			return counters(tx, skus)
+		}
+	}
+	return after, nil
 }

@@ -251,8 +251,9 @@ func (w *endings) add(sku string, d delta) {
 // available stock after.
 func (w *endings) write() (map[string]int64, error) {
 	skus := slices.Sorted(maps.Keys(w.sum))
+	returned := map[string]skuRow{}
 	for _, sku := range skus {
-		if err := w.store.shift(w.tx, sku, w.sum[sku], w.fences[sku], w.events.count[sku]); err != nil {
+		if err := w.store.shift(w.tx, sku, w.sum[sku], w.fences[sku], w.events.count[sku], returned); err != nil {
 			return nil, err
 		}
 	}
@@ -274,7 +275,7 @@ func (w *endings) write() (map[string]int64, error) {
 	if len(skus) == 0 {
 		return nil, nil
 	}
-	rows, err := counters(w.tx, skus)
+	rows, err := countersAfter(w.tx, skus, returned)
 	if err != nil {
 		return nil, err
 	}

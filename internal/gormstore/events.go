@@ -3,7 +3,6 @@ package gormstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,8 +21,10 @@ import (
 // n+1 is written after the one numbered n committed, so its id is larger.
 
 // eventRow is one event. Position is its place in the feed, given after its
-// commit by the relay (placeEvents), in commit order; published_at is when the
-// stream acknowledged it.
+// commit by the relay (PlaceEvents), in commit order. It is the one column
+// written after the insert: what a destination has had is one cursor per
+// destination (cursorRow), not a column per event, since every destination
+// takes the feed in order.
 type eventRow struct {
 	ID         int64     `gorm:"column:id;primaryKey;autoIncrement"`
 	SKU        string    `gorm:"column:sku;size:64;not null;uniqueIndex:idx_stock_events_sku_seq,priority:1"`
@@ -41,9 +42,7 @@ type eventRow struct {
 	OrderID    *string   `gorm:"column:order_id;size:40"`
 	HoldID     *string   `gorm:"column:reservation_id;size:40"`
 	CreatedAt  time.Time `gorm:"column:created_at;not null"`
-	// The unpublished are read in feed order, by (published_at, position).
-	Position    *int64     `gorm:"column:position;uniqueIndex:idx_stock_events_position;index:idx_stock_events_unpublished,priority:2"`
-	PublishedAt *time.Time `gorm:"column:published_at;index:idx_stock_events_unpublished,priority:1"`
+	Position   *int64    `gorm:"column:position;uniqueIndex:idx_stock_events_position"`
 
 	created any `gorm:"-"` // what values writes as created_at
 }
@@ -153,6 +152,15 @@ func availableOf(rows map[string]skuRow) map[string]int64 {
 	return out
 }
 
+// cursorRow is how far a destination has had the feed: every event placed at
+// or before Through.
+type cursorRow struct {
+	Name    string `gorm:"column:name;primaryKey;size:64"`
+	Through int64  `gorm:"column:through;not null"`
+}
+
+func (cursorRow) TableName() string { return "event_cursors" }
+
 // The relay's side.
 
 var _ orders.EventStore = (*Store)(nil)
@@ -160,8 +168,10 @@ var _ orders.EventStore = (*Store)(nil)
 // PlaceEvents gives up to limit committed events without a position the next
 // positions, in id order. The relay's lease (lead) serializes it: a former
 // relay's token is refused, and the leader_fences row it updates stays locked
-// to the commit, so two placements never interleave.
-func (s *Store) PlaceEvents(ctx context.Context, limit int, published bool, leader orders.Leader) (int, error) {
+// to the commit, so two placements never interleave. A SKU's events are
+// committed in their order, and each one's id is larger than its
+// predecessor's, so each SKU's events are placed in their order.
+func (s *Store) PlaceEvents(ctx context.Context, limit int, leader orders.Leader) (int, error) {
 	n := 0
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := s.lead(tx, leader); err != nil {
@@ -183,18 +193,14 @@ func (s *Store) PlaceEvents(ctx context.Context, limit int, published bool, lead
 			base = *last
 		}
 		var q strings.Builder
-		args := make([]any, 0, 2*len(ids)+2)
+		args := make([]any, 0, 2*len(ids)+1)
 		q.WriteString("UPDATE stock_events SET position = CASE id")
 		then := " WHEN ? THEN " + bigint(tx)
 		for i, id := range ids {
 			q.WriteString(then)
 			args = append(args, id, base+int64(i)+1)
 		}
-		q.WriteString(" END")
-		if published {
-			q.WriteString(", published_at = " + s.nowSQL(tx, &args))
-		}
-		q.WriteString(" WHERE id IN ?")
+		q.WriteString(" END WHERE id IN ?")
 		args = append(args, ids)
 		if err := tx.Exec(q.String(), args...).Error; err != nil {
 			return err
@@ -217,47 +223,37 @@ func bigint(tx *gorm.DB) string {
 	return "?"
 }
 
-// nowSQL is the database's clock as SQL, or a placeholder for the store's
-// (appended to args).
-func (s *Store) nowSQL(tx *gorm.DB, args *[]any) string {
-	if q := s.clockSQL(tx); q != "" {
-		return q
-	}
-	*args = append(*args, s.now())
-	return "?"
-}
-
-// Unpublished lists up to limit placed events not yet published, in feed order.
-func (s *Store) Unpublished(ctx context.Context, limit int) ([]orders.Event, error) {
+// Delivered reads how far destination has had the feed: 0 for none yet.
+func (s *Store) Delivered(ctx context.Context, destination string) (int64, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
-	var rows []eventRow
-	err := db.Where("published_at IS NULL AND position IS NOT NULL").Order("position").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, unavailable("unpublished events", err)
+	var rows []cursorRow
+	if err := db.Where("name = ?", destination).Limit(1).Find(&rows).Error; err != nil {
+		return 0, unavailable("read event cursor", err)
 	}
-	return eventsOf(rows), nil
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	return rows[0].Through, nil
 }
 
-// MarkPublished marks the events at positions published, now.
-func (s *Store) MarkPublished(ctx context.Context, positions []int64, leader orders.Leader) error {
-	if len(positions) == 0 {
-		return nil
-	}
+// MarkDelivered moves destination's cursor forward to through, never back.
+func (s *Store) MarkDelivered(ctx context.Context, destination string, through int64, leader orders.Leader) error {
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := s.lead(tx, leader); err != nil {
 			return err
 		}
-		args := []any{}
-		set := s.nowSQL(tx, &args)
-		for c := range slices.Chunk(positions, insertRows) {
-			if err := tx.Exec("UPDATE stock_events SET published_at = "+set+" WHERE position IN ? AND published_at IS NULL", append(slices.Clone(args), c)...).Error; err != nil {
-				return err
-			}
+		res := tx.Exec("UPDATE event_cursors SET through = ? WHERE name = ? AND through < ?", through, destination, through)
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error
 		}
-		return nil
+		var n int64
+		if err := tx.Model(&cursorRow{}).Where("name = ?", destination).Count(&n).Error; err != nil || n > 0 {
+			return err // there, and at or past through already
+		}
+		return tx.Create(&cursorRow{Name: destination, Through: through}).Error
 	})
-	return unavailable("mark events published", err)
+	return unavailable("mark events delivered", err)
 }
 
 // Events lists up to limit events after position after, in feed order: one
@@ -272,29 +268,38 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]orders.Ev
 	return eventsOf(rows), nil
 }
 
-// EventBacklog counts the events not yet published and reads the oldest's time.
-func (s *Store) EventBacklog(ctx context.Context) (orders.Backlog, error) {
+// EventBacklog counts the events not placed yet or placed after position
+// after, and reads the oldest one's time: two index reads each.
+func (s *Store) EventBacklog(ctx context.Context, after int64) (orders.Backlog, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	var b orders.Backlog
-	if err := db.Model(&eventRow{}).Where("published_at IS NULL").Count(&b.Events).Error; err != nil {
+	var unplaced, placed int64
+	if err := db.Model(&eventRow{}).Where("position IS NULL").Count(&unplaced).Error; err != nil {
 		return b, unavailable("event backlog", err)
 	}
-	if b.Events == 0 {
-		return b, nil
-	}
-	var oldest []eventRow // the first written: ids are in commit order per SKU, near enough across
-	if err := db.Select("id", "created_at").Where("published_at IS NULL").Order("id").Limit(1).Find(&oldest).Error; err != nil {
+	if err := db.Model(&eventRow{}).Where("position > ?", after).Count(&placed).Error; err != nil {
 		return b, unavailable("event backlog", err)
 	}
-	if len(oldest) == 1 {
-		b.Oldest = oldest[0].CreatedAt.UTC()
+	b.Events = unplaced + placed
+	var first []eventRow
+	if placed > 0 {
+		if err := db.Select("id", "created_at").Where("position > ?", after).Order("position").Limit(1).Find(&first).Error; err != nil {
+			return b, unavailable("event backlog", err)
+		}
+	} else if unplaced > 0 {
+		if err := db.Select("id", "created_at").Where("position IS NULL").Order("id").Limit(1).Find(&first).Error; err != nil {
+			return b, unavailable("event backlog", err)
+		}
+	}
+	if len(first) == 1 {
+		b.Oldest = first[0].CreatedAt.UTC()
 	}
 	return b, nil
 }
 
-// PurgeEvents deletes up to limit published events placed at or before through
-// and published before cutoff, oldest first.
+// PurgeEvents deletes up to limit events placed at or before through and
+// written before cutoff, oldest first.
 func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader orders.Leader) (int, error) {
 	n := 0
 	err := s.tx(ctx, func(tx *gorm.DB) error {
@@ -302,7 +307,7 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64
 			return err
 		}
 		var ids []int64
-		if err := tx.Model(&eventRow{}).Where("position <= ? AND published_at < ?", through, cutoff.UTC()).
+		if err := tx.Model(&eventRow{}).Where("position <= ? AND created_at < ?", through, cutoff.UTC()).
 			Order("position").Limit(limit).Pluck("id", &ids).Error; err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ func testEvents(t *testing.T, kind string) {
 	}
 	placed := 0
 	for range 10 {
-		n, err := s.PlaceEvents(ctx, 4, false, relay)
+		n, err := s.PlaceEvents(ctx, 4, relay)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,29 +140,31 @@ func testEvents(t *testing.T, kind string) {
 		t.Errorf("the feed after evt_15: %+v %v", page, err)
 	}
 
-	// Publishing, the backlog and the purge.
-	if b, err := s.EventBacklog(ctx); err != nil || b.Events != 17 || b.Oldest.IsZero() {
+	// Delivering, the backlog and the purge.
+	if b, err := s.EventBacklog(ctx, 0); err != nil || b.Events != 17 || !b.Oldest.Equal(evs[0].CreatedAt) {
 		t.Fatalf("backlog: %+v %v", b, err)
 	}
-	un, err := s.Unpublished(ctx, 5)
-	if err != nil || len(un) != 5 || un[0].Position != 1 || un[4].Position != 5 {
-		t.Fatalf("unpublished: %+v %v", un, err)
+	if through, err := s.Delivered(ctx, "nats"); err != nil || through != 0 {
+		t.Fatalf("delivered through %d (%v) before any", through, err)
 	}
-	if err := s.MarkPublished(ctx, []int64{1, 2, 3, 4, 5}, relay); err != nil {
+	if err := s.MarkDelivered(ctx, "nats", 5, relay); err != nil {
 		t.Fatal(err)
 	}
-	if un, err := s.Unpublished(ctx, 100); err != nil || len(un) != 12 || un[0].Position != 6 {
-		t.Fatalf("unpublished after marking: %d %v", len(un), err)
+	if err := s.MarkDelivered(ctx, "nats", 3, relay); err != nil { // never back
+		t.Fatal(err)
 	}
-	if b, err := s.EventBacklog(ctx); err != nil || b.Events != 12 {
-		t.Fatalf("backlog: %+v %v", b, err)
+	if through, err := s.Delivered(ctx, "nats"); err != nil || through != 5 {
+		t.Fatalf("delivered through %d (%v), want 5", through, err)
+	}
+	if b, err := s.EventBacklog(ctx, 5); err != nil || b.Events != 12 || !b.Oldest.Equal(evs[5].CreatedAt) {
+		t.Fatalf("backlog after 5: %+v %v", b, err)
 	}
 	future := clk.Now().Add(time.Hour) // the store's clock: WithClock's
 	if n, err := s.PurgeEvents(ctx, future, 3, 100, relay); err != nil || n != 3 {
-		t.Fatalf("purged %d (%v), want the 3 published through position 3", n, err)
+		t.Fatalf("purged %d (%v), want the 3 through position 3", n, err)
 	}
-	if n, err := s.PurgeEvents(ctx, clk.Now().Add(-time.Hour), 100, 100, relay); err != nil || n != 0 {
-		t.Fatalf("purged %d (%v) of events published after the cutoff", n, err)
+	if n, err := s.PurgeEvents(ctx, evs[0].CreatedAt, 100, 100, relay); err != nil || n != 0 {
+		t.Fatalf("purged %d (%v) of events written at or after the cutoff", n, err)
 	}
 	if page, err := s.Events(ctx, 0, 2); err != nil || len(page) != 2 || page[0].ID != "evt_4" {
 		t.Fatalf("the feed after the purge: %+v %v", page, err)
@@ -170,21 +172,18 @@ func testEvents(t *testing.T, kind string) {
 
 	// A former relay writes nothing.
 	stale := orders.Leader{Name: relay.Name, Token: relay.Token - 1}
-	if _, err := s.PlaceEvents(ctx, 10, false, stale); !errors.Is(err, orders.ErrStaleLeader) {
+	if _, err := s.PlaceEvents(ctx, 10, stale); !errors.Is(err, orders.ErrStaleLeader) {
 		t.Fatalf("a stale relay placed events: %v", err)
 	}
-	if err := s.MarkPublished(ctx, []int64{6}, stale); !errors.Is(err, orders.ErrStaleLeader) {
-		t.Fatalf("a stale relay marked events: %v", err)
+	if err := s.MarkDelivered(ctx, "nats", 6, stale); !errors.Is(err, orders.ErrStaleLeader) {
+		t.Fatalf("a stale relay moved a cursor: %v", err)
 	}
-	// Placing with no stream marks published at once.
+	// An event not placed yet is in the backlog, whatever the cursor.
 	if _, err := s.Restock(ctx, "A-1", 1, 10); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.PlaceEvents(ctx, 10, true, relay); err != nil || n != 1 {
-		t.Fatalf("placed %d, %v", n, err)
-	}
-	if un, err := s.Unpublished(ctx, 100); err != nil || len(un) != 12 {
-		t.Fatalf("an event placed published is still unpublished: %d %v", len(un), err)
+	if b, err := s.EventBacklog(ctx, 1<<62); err != nil || b.Events != 1 {
+		t.Fatalf("backlog of one unplaced event: %+v %v", b, err)
 	}
 }
 
@@ -259,7 +258,7 @@ func eventsMatchRows(t *testing.T, s *gormstore.Store) error {
 		}
 	}
 	for {
-		n, err := s.PlaceEvents(ctx, 100, true, relay)
+		n, err := s.PlaceEvents(ctx, 100, relay)
 		if err != nil {
 			return err
 		}

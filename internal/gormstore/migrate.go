@@ -92,7 +92,7 @@ func migrateV3(tx *gorm.DB) error {
 func migrateV4(tx *gorm.DB) error {
 	m := binTables(tx).Migrator()
 	steps := []func() error{
-		func() error { return m.CreateTable(&eventRow{}) },
+		func() error { return m.CreateTable(&eventRow{}, &cursorRow{}) },
 		func() error { return m.AddColumn(&skuRow{}, "EventSeq") },
 	}
 	for i, step := range steps {

@@ -36,10 +36,11 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 		}
 		skus := make([]string, len(lines))
 		var events outbox
+		returned := map[string]skuRow{}
 		for i, l := range lines {
 			skus[i] = l.SKU
 			d := delta{available: l.Quantity, sold: -l.Quantity}
-			if err := s.shift(tx, l.SKU, d, fences[l.SKU], 1); err != nil {
+			if err := s.shift(tx, l.SKU, d, fences[l.SKU], 1, returned); err != nil {
 				return err
 			}
 			events.add(l.SKU, orders.EventOrderCancelled, l.Quantity, d, &id, nil)
@@ -48,7 +49,7 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 				return err
 			}
 		}
-		rows, err := counters(tx, skus)
+		rows, err := countersAfter(tx, skus, returned)
 		if err != nil {
 			return err
 		}
@@ -80,7 +81,7 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		d := delta{available: quantity, stocked: quantity}
-		err := s.shift(tx, sku, d, fence, 1)
+		err := s.shift(tx, sku, d, fence, 1, nil)
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		}
@@ -141,7 +142,7 @@ func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64
 		case err == nil:
 			// The guarded, fenced shift by the difference: a write between the read
 			// and it (none under the lock) would make it refuse, not overwrite.
-			err = s.shift(tx, sku, d, fence, events.count[sku])
+			err = s.shift(tx, sku, d, fence, events.count[sku], nil)
 		}
 		if err != nil {
 			return err

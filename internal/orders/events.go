@@ -89,32 +89,33 @@ func EventPosition(id string) (int64, error) {
 	return n, nil
 }
 
-// Backlog is what waits in the outbox: events not yet delivered to the stream
-// (or, with no stream, not yet in the feed), and the time of the oldest.
+// Backlog is what waits in the outbox: events not yet delivered to a
+// destination (or not yet in the feed), and the time of the oldest.
 type Backlog struct {
 	Events int64
 	Oldest time.Time // zero when Events is 0
 }
 
-// EventStore is the outbox as the relay and the feed use it. Writes take the
-// relay's lease (Leader), as the sweeper's do, so a former relay cannot write
-// after a newer one has.
+// EventStore is the outbox as the relay and the feed use it. Every destination
+// takes the feed in order, so what it has had is one cursor: the position it
+// has had every event through. Writes take the relay's lease (Leader), as the
+// sweeper's do, so a former relay cannot write after a newer one has.
 type EventStore interface {
 	// PlaceEvents gives up to limit committed events without a position the
 	// next positions of the feed, in the order they were written, and returns
-	// how many; published marks them delivered too (no stream is configured).
-	PlaceEvents(ctx context.Context, limit int, published bool, leader Leader) (int, error)
-	// Unpublished lists up to limit placed events not yet delivered to the
-	// stream, in feed order.
-	Unpublished(ctx context.Context, limit int) ([]Event, error)
-	// MarkPublished marks the events at these positions delivered to the stream.
-	MarkPublished(ctx context.Context, positions []int64, leader Leader) error
+	// how many.
+	PlaceEvents(ctx context.Context, limit int, leader Leader) (int, error)
 	// Events lists up to limit events after position after, in feed order.
 	Events(ctx context.Context, after int64, limit int) ([]Event, error)
-	// EventBacklog reads what waits to be delivered.
-	EventBacklog(ctx context.Context) (Backlog, error)
-	// PurgeEvents deletes up to limit delivered events placed at or before
-	// through and delivered before cutoff, and returns how many.
+	// Delivered reads the cursor of destination (0: nothing delivered yet);
+	// MarkDelivered moves it forward to through, never back.
+	Delivered(ctx context.Context, destination string) (int64, error)
+	MarkDelivered(ctx context.Context, destination string, through int64, leader Leader) error
+	// EventBacklog reads the events not placed yet or placed after position
+	// after.
+	EventBacklog(ctx context.Context, after int64) (Backlog, error)
+	// PurgeEvents deletes up to limit events placed at or before through and
+	// written before cutoff, and returns how many.
 	PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader Leader) (int, error)
 }
 

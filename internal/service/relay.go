@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
@@ -12,10 +13,11 @@ import (
 // stream, once per cluster, as the sweeper is: every replica runs RunRelay,
 // the holder of the relay's lease works, and the database checks its token on
 // each write. It gives committed events their feed positions (in commit order),
-// publishes them to the stream in that order and marks them published only
-// after the stream acknowledged them (so a relay that dies between the two
-// publishes them again, and the stream drops the duplicate by its id), and
-// purges events delivered more than a retention ago.
+// publishes them to the stream in that order and moves the stream's cursor
+// past them only after the stream acknowledged them (so a relay that dies
+// between the two publishes them again, and the stream drops the duplicate by
+// its id), and purges events written more than a retention ago that every
+// destination has had.
 
 // RelayLease is the name of the relay's leader lease.
 const RelayLease = "job:events"
@@ -60,22 +62,21 @@ func (s *Service) RunRelay(ctx context.Context) {
 // relay works rounds until the lease is lost or the database refuses its
 // token for good: a round that found a full batch of work starts the next at
 // once, one that found less waits RelayInterval, and one whose stream failed
-// waits longer each time, up to relayMaxBackoff.
+// waits longer each time, up to relayMaxBackoff, unless the stream took some
+// of its events: a stream that makes progress is retried at RelayInterval, so
+// that one acknowledging part of each batch still drains the backlog.
 func (s *Service) relay(ctx context.Context, g orders.Grant) error {
-	leader := func(f orders.Fences) orders.Leader { return orders.Leader{Name: RelayLease, Token: f[RelayLease]} }
+	r := &relaying{s: s, g: g, cursor: -1}
 	var purged, measured time.Time
 	backoff := s.cfg.RelayInterval
 	for {
-		busy, err := s.relayRound(ctx, g, leader)
-		switch {
-		case errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil:
+		busy, progressed, err := r.round(ctx)
+		if errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil {
 			return errors.Join(err, context.Cause(ctx))
-		case err != nil:
-			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", backoff.String())
 		}
 		if now := s.now(); now.Sub(measured) >= relayBacklogAge {
 			measured = now
-			if b, err := s.events.EventBacklog(ctx); err == nil {
+			if b, err := s.events.EventBacklog(ctx, r.through()); err == nil {
 				age := time.Duration(0)
 				if b.Events > 0 {
 					age = max(now.Sub(b.Oldest), 0)
@@ -85,18 +86,23 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 		}
 		if now := s.now(); now.Sub(purged) >= s.cfg.PurgeInterval {
 			purged = now
-			if err := s.purgeEvents(ctx, g, leader); errors.Is(err, orders.ErrStaleLeader) {
+			if err := r.purge(ctx); errors.Is(err, orders.ErrStaleLeader) {
 				return err
 			}
 		}
 		wait := s.cfg.RelayInterval
 		switch {
-		case err != nil:
+		case err != nil && !progressed:
 			wait, backoff = backoff, min(2*backoff, relayMaxBackoff)
+		case err != nil:
+			backoff = s.cfg.RelayInterval
 		case busy:
 			backoff, wait = s.cfg.RelayInterval, 0
 		default:
 			backoff = s.cfg.RelayInterval
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", wait.String())
 		}
 		if wait > 0 && !sleep(ctx, wait) {
 			return context.Cause(ctx)
@@ -104,56 +110,91 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 	}
 }
 
-// relayRound places the committed events in the feed and publishes the
-// placed ones not yet published; busy says a batch was full.
-func (s *Service) relayRound(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader) (busy bool, err error) {
+// relaying is one lead of the relay: its grant, and the stream's cursor (-1
+// until read from the database).
+type relaying struct {
+	s      *Service
+	g      orders.Grant
+	cursor int64
+}
+
+func (r *relaying) leader(f orders.Fences) orders.Leader {
+	return orders.Leader{Name: RelayLease, Token: f[RelayLease]}
+}
+
+// through is the position the stream has had every event through: all the
+// feed without a stream.
+func (r *relaying) through() int64 {
+	if r.s.stream == nil {
+		return math.MaxInt64
+	}
+	return max(r.cursor, 0)
+}
+
+// round places the committed events in the feed and publishes the next ones
+// the stream has not had, moving its cursor past those it acknowledged; busy
+// says a batch was full, progressed that the stream acknowledged some events
+// (even if it failed on the rest).
+func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error) {
+	s := r.s
 	var placed int
-	err = s.fenced(ctx, g, func(f orders.Fences) error {
+	err = s.fenced(ctx, r.g, func(f orders.Fences) error {
 		var err error
-		placed, err = s.events.PlaceEvents(ctx, relayBatch, s.stream == nil, leader(f))
+		placed, err = s.events.PlaceEvents(ctx, relayBatch, r.leader(f))
 		return err
 	})
-	if err != nil {
-		return false, err
+	if err != nil || s.stream == nil {
+		return placed == relayBatch, false, err
 	}
-	if s.stream == nil {
-		return placed == relayBatch, nil
+	if r.cursor < 0 {
+		if r.cursor, err = s.events.Delivered(ctx, orders.DestinationNATS); err != nil {
+			r.cursor = -1
+			return false, false, err
+		}
 	}
-	evs, err := s.events.Unpublished(ctx, relayBatch)
+	evs, err := s.events.Events(ctx, r.cursor, relayBatch)
 	if err != nil || len(evs) == 0 {
-		return placed == relayBatch, err
+		return placed == relayBatch, false, err
 	}
 	acked, perr := s.stream.Publish(ctx, evs)
 	if acked > 0 {
-		positions := make([]int64, acked)
-		lags := make([]time.Duration, acked)
-		now := s.now()
-		for i, e := range evs[:acked] {
-			positions[i], lags[i] = e.Position, now.Sub(e.CreatedAt)
-		}
-		err = s.fenced(ctx, g, func(f orders.Fences) error { return s.events.MarkPublished(ctx, positions, leader(f)) })
+		through := evs[acked-1].Position
+		err = s.fenced(ctx, r.g, func(f orders.Fences) error {
+			return s.events.MarkDelivered(ctx, orders.DestinationNATS, through, r.leader(f))
+		})
 		if err != nil {
-			return false, err
+			return false, false, err
+		}
+		r.cursor = through
+		now := s.now()
+		lags := make([]time.Duration, acked)
+		for i, e := range evs[:acked] {
+			lags[i] = now.Sub(e.CreatedAt)
 		}
 		s.eobs.EventsPublished(orders.DestinationNATS, acked, lags)
 	}
 	if perr != nil {
 		s.eobs.EventPublishFailed(orders.DestinationNATS)
-		return false, perr
+		return false, acked > 0, perr
 	}
-	return placed == relayBatch || len(evs) == relayBatch, nil
+	return placed == relayBatch || len(evs) == relayBatch, acked > 0, nil
 }
 
-// purgeEvents deletes, in bounded rounds, the events delivered more than
-// EventRetention ago.
-func (s *Service) purgeEvents(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader) error {
+// purge deletes, in bounded rounds, the events written more than
+// EventRetention ago that every destination has had.
+func (r *relaying) purge(ctx context.Context) error {
+	s := r.s
+	if s.stream != nil && r.cursor < 0 {
+		return nil // not read yet: the next purge
+	}
+	through := min(r.through(), s.purgeThrough(ctx))
 	cutoff := s.now().Add(-s.cfg.EventRetention)
 	total := 0
 	for range purgeRounds {
 		var n int
-		err := s.fenced(ctx, g, func(f orders.Fences) error {
+		err := s.fenced(ctx, r.g, func(f orders.Fences) error {
 			var err error
-			n, err = s.events.PurgeEvents(ctx, cutoff, s.purgeThrough(ctx), relayPurgeRound, leader(f))
+			n, err = s.events.PurgeEvents(ctx, cutoff, through, relayPurgeRound, r.leader(f))
 			return err
 		})
 		total += n
@@ -172,8 +213,8 @@ func (s *Service) purgeEvents(ctx context.Context, g orders.Grant, leader func(o
 	return nil
 }
 
-// purgeThrough is the last position every destination has had: all of them
-// while no webhook lags behind.
+// purgeThrough is the last position every webhook has had: all the feed while
+// there is none.
 func (s *Service) purgeThrough(context.Context) int64 {
 	return 1<<63 - 1
 }
