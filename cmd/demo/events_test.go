@@ -310,3 +310,38 @@ func TestRoundEventsOfTheUnsafeRound(t *testing.T) {
 		}
 	}
 }
+
+// cartSale is a carts round's events: a restock, then holds of 1 or 2 units
+// while units are available, of which every fourth is confirmed and the others
+// expire; it returns them and the counters after.
+func cartSale(sku string, stock int64, holds int) ([]orders.Event, orders.Levels) {
+	c := orders.Levels{Available: stock, Stocked: stock}
+	evs := []orders.Event{{Type: orders.EventStockRestocked, SKU: sku, Seq: 1, Quantity: stock, Change: c, Counters: c}}
+	add := func(typ orders.EventType, q int64, d orders.Levels, hold string) {
+		c = c.Add(d)
+		evs = append(evs, orders.Event{Type: typ, SKU: sku, Seq: int64(len(evs) + 1), Quantity: q, Change: d, Counters: c,
+			ReservationID: hold})
+	}
+	type held struct {
+		id string
+		q  int64
+	}
+	var open []held
+	for i := range holds {
+		q := int64(1 + i%2)
+		if q > c.Available {
+			break
+		}
+		id := "res_" + strconv.Itoa(i)
+		add(orders.EventReservationCreated, q, orders.Levels{Available: -q, Reserved: q}, id)
+		open = append(open, held{id, q})
+	}
+	for i, h := range open {
+		if i%4 == 1 {
+			add(orders.EventReservationConfirmed, h.q, orders.Levels{Reserved: -h.q, Sold: h.q}, h.id)
+		} else {
+			add(orders.EventReservationExpired, h.q, orders.Levels{Available: h.q, Reserved: -h.q}, h.id)
+		}
+	}
+	return evs, c
+}

@@ -67,6 +67,9 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 		}
 	}
 	for l := range strings.Lines(out.String()) {
+		if strings.HasPrefix(l, "events of the ") {
+			t.Log(strings.TrimSpace(l))
+		}
 		if strings.HasPrefix(l, "events of the ") && !strings.HasPrefix(l, "events of the unsafe") &&
 			(!strings.Contains(l, ", no gap; rebuilt from the events = the SKU's counters") || strings.Contains(l, "had not caught up")) {
 			t.Errorf("a guarded round's events do not rebuild its counters: %s", l)
