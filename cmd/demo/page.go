@@ -371,7 +371,7 @@ h1{font-size:17px;margin:0 0 4px}h2{font-size:16px;margin:4px 0}h3{font-size:13p
 {{end}}</section>{{end}}
 </body></html>
 {{define "event"}}<tr class="event"><td class="text">{{.ID}}</td><td class="text">{{.Type}}</td><td class="text">{{.SKU}}</td><td>{{.Seq}}</td><td>{{.Quantity}}</td>
-<td class="text">{{change .Change}}</td><td class="text">{{counters .Counters}}</td><td class="text">{{.OrderID}}{{.ReservationID}}</td><td class="text">{{time .CreatedAt}}</td></tr>
+<td class="text">{{change .Change}}</td><td class="text">{{counters .Counters}}</td><td class="text">{{with .OrderID}}order {{.}}{{end}}{{if and .OrderID .ReservationID}}, {{end}}{{with .ReservationID}}hold {{.}}{{end}}</td><td class="text">{{time .CreatedAt}}</td></tr>
 {{end}}
 {{define "chart"}}<h3>{{.Title}}</h3>
 <p class="explain">{{.Explain}}</p>

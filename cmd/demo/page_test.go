@@ -440,6 +440,9 @@ func checkEvents(t *testing.T, page []byte) {
 		if n := len(eventRowRe.FindAllString(body, -1)); n < 2 || n > 2*eventsShown {
 			t.Errorf("%s: %d events shown, want the first and last few", round, n)
 		}
+		if ref := map[bool]string{true: ">hold ", false: ">order "}[round == cartsRound]; !strings.Contains(body, ref) {
+			t.Errorf("%s: the events shown name no %s", round, strings.Trim(ref, "> "))
+		}
 		if round == "unsafe" && !strings.Contains(body, "The unsafe strategy writes events too") {
 			t.Errorf("unsafe: the page does not say what its events are")
 		}
