@@ -67,7 +67,8 @@ func auditEvents(ctx context.Context, c *client, rows map[string]skuStock) *Even
 		for {
 			page, more, err := readFeed(ctx, c, cursor)
 			if err != nil {
-				a.Problems = append(problems, err.Error())
+				problems = append(problems, err.Error())
+				a.Problems = problems
 				return a
 			}
 			pages++
