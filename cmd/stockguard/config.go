@@ -39,6 +39,10 @@ type serveConfig struct {
 	idempotencyRetention time.Duration
 	maxHoldTTL           time.Duration
 	sweepInterval        time.Duration
+	relayInterval        time.Duration
+	eventRetention       time.Duration
+	natsURL              string
+	events               bool
 	dbMaxConns           int
 	pprofAddr            string
 	namespace            string
@@ -165,7 +169,7 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	e.secret(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
 	e.secret(&c.lockURL, "lock-url", "STOCKGUARD_LOCK_URL", "", "lock service of the SKU locks and the sweeper's lease: redis://... (the forms of --redis-url), redlock://host1:6379,host2:6380,host3:6381[/db], postgres://... (the forms of --database-url), etcd://host:2379[,host2:2379][/prefix], zk://host:2181[,host2:2181][/chroot], or azblob://<container>[/prefix] (the account from AZURE_STORAGE_CONNECTION_STRING); empty uses --redis-url. The cache stays on --redis-url")
-	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, set stock, the order and hold lists, the audit); empty turns it off")
+	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, set stock, the order, hold and event lists, the audit); empty turns it off")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
@@ -178,6 +182,10 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.duration(&c.idempotencyRetention, "idempotency-retention", "STOCKGUARD_IDEMPOTENCY_RETENTION", service.DefaultRetention, "how long an Idempotency-Key's answer is kept; a request repeating the key after it is a new order")
 	e.duration(&c.maxHoldTTL, "max-hold-ttl", "STOCKGUARD_MAX_HOLD_TTL", orders.DefaultMaxTTL, "longest time to live a hold may be made or extended for (at least 1s)")
 	e.duration(&c.sweepInterval, "sweep-interval", "STOCKGUARD_SWEEP_INTERVAL", service.DefaultSweep, "how often the sweeper's leader returns expired holds' units to available")
+	e.duration(&c.relayInterval, "relay-interval", "STOCKGUARD_RELAY_INTERVAL", service.DefaultRelay, "how often the events relay's leader looks for new stock events when it found none; the feed and the stream are this late at most, when idle")
+	e.duration(&c.eventRetention, "event-retention", "STOCKGUARD_EVENT_RETENTION", service.DefaultEventRetention, "how long a delivered stock event stays in the feed (GET /v1/events) before it is purged")
+	e.boolean(&c.events, "events", "STOCKGUARD_EVENTS", "write a stock event for every change of a SKU's counters, in its transaction, and relay them (GET /v1/events, --nats-url, webhooks); off writes none and runs no relay (the feed answers 404)", true)
+	e.secret(&c.natsURL, "nats-url", "NATS_URL", "", "NATS with JetStream, where the relay publishes every stock event (stockguard.sku.<sku>): nats://host:4222; empty publishes none (the feed still has them)")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
@@ -216,8 +224,8 @@ func (c serveConfig) check() error {
 		return errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
-		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 {
-		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window and sweep-interval must be positive")
+		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 || c.relayInterval <= 0 || c.eventRetention <= 0 {
+		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window, sweep-interval, relay-interval and event-retention must be positive")
 	}
 	if c.maxHoldTTL < orders.MinHoldTTL {
 		return fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)

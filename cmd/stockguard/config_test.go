@@ -30,9 +30,15 @@ func TestServeSettingsComeFromFlagsThenEnvironment(t *testing.T) {
 	if err != nil || c.databaseURL != "sqlite:x.db" || c.lockTTL != 3*time.Second {
 		t.Fatalf("flags over the environment: %+v %v", c, err)
 	}
+	c, err = parseServe(nil, env(map[string]string{"NATS_URL": "nats://u:pw-n4t@nats:4222", "STOCKGUARD_RELAY_INTERVAL": "250ms",
+		"STOCKGUARD_EVENT_RETENTION": "72h"}), io.Discard)
+	if err != nil || c.natsURL != "nats://u:pw-n4t@nats:4222" || c.relayInterval != 250*time.Millisecond || c.eventRetention != 72*time.Hour {
+		t.Fatalf("the events' settings from the environment: %+v %v", c, err)
+	}
 	var help bytes.Buffer
+	_, _ = parseServe([]string{"--help"}, env(map[string]string{"NATS_URL": "nats://u:pw-n4t@nats:4222"}), &help)
 	_, _ = parseServe([]string{"--help"}, vars, &help)
-	if strings.Contains(help.String(), "pw-x9q") || strings.Contains(help.String(), "s3cr3t-x9") {
+	if strings.Contains(help.String(), "pw-x9q") || strings.Contains(help.String(), "s3cr3t-x9") || strings.Contains(help.String(), "pw-n4t") {
 		t.Fatalf("--help shows a secret:\n%s", help.String())
 	}
 }
@@ -48,6 +54,8 @@ func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 		{"--lock-url", "redis://%zz"},
 		{"--read-header-timeout", "0s"},
 		{"--read-timeout", "-1s"},
+		{"--relay-interval", "0s"},
+		{"--event-retention", "-1h"},
 		{"--request-timeout", "30s", "--shutdown-timeout", "10s"},
 		{"extra"},
 	} {

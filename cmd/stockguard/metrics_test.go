@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
@@ -263,4 +264,64 @@ func TestMetricsBoundedAndPromtoolClean(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 	t.Logf("promtool check metrics: clean, %d families, %d series", len(many), many.series())
+}
+
+// The events' metrics: nats's series from the start; the backlog figures are
+// the leader's, zeroed when it stops leading (the alert reads their max over
+// the replicas, where a former leader's stale age would fire it); every lag
+// observed.
+func TestEventObserver(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := newEventObserver(reg)
+	gather := func() families {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := families{}
+		for _, f := range fams {
+			out[f.GetName()] = f
+		}
+		return out
+	}
+	f := gather()
+	for _, name := range []string{"stockguard_events_published_total", "stockguard_events_publish_failures_total"} {
+		if v := f.value(name, "destination=nats"); v != 0 {
+			t.Errorf("%s{destination=nats} before any event: %v, want 0 (exported from the start)", name, v)
+		}
+	}
+	if n := len(f["stockguard_events_delivery_lag_seconds"].GetMetric()); n != 1 {
+		t.Errorf("%d delivery lag series before any event, want nats's", n)
+	}
+
+	o.RelayLeading(true)
+	o.EventBacklog(orders.Backlog{Events: 7, Oldest: time.Now().Add(-90 * time.Second)}, 90*time.Second)
+	o.EventsPublished(orders.DestinationNATS, 3, []time.Duration{time.Millisecond, 2 * time.Second, -time.Millisecond})
+	o.EventPublishFailed(orders.DestinationNATS)
+	o.EventsPurged(4)
+	f = gather()
+	for name, want := range map[string]float64{"stockguard_events_relay_leading": 1, "stockguard_events_backlog": 7,
+		"stockguard_events_backlog_oldest_seconds": 90, "stockguard_events_purged_total": 4} {
+		if v := f.value(name); v != want {
+			t.Errorf("%s: %v, want %v", name, v, want)
+		}
+	}
+	if v := f.value("stockguard_events_published_total", "destination=nats"); v != 3 {
+		t.Errorf("published: %v, want 3", v)
+	}
+	if v := f.value("stockguard_events_publish_failures_total", "destination=nats"); v != 1 {
+		t.Errorf("failures: %v, want 1", v)
+	}
+	h := f["stockguard_events_delivery_lag_seconds"].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 3 || h.GetSampleSum() < 2 || h.GetSampleSum() > 2.01 {
+		t.Errorf("lag: %d samples summing %v, want 3 summing 2.001 (a negative lag, clocks apart, counted as 0)", h.GetSampleCount(), h.GetSampleSum())
+	}
+
+	o.RelayLeading(false)
+	f = gather()
+	for _, name := range []string{"stockguard_events_relay_leading", "stockguard_events_backlog", "stockguard_events_backlog_oldest_seconds"} {
+		if v := f.value(name); v != 0 {
+			t.Errorf("%s after leading ended: %v, want 0", name, v)
+		}
+	}
 }

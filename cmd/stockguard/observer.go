@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -131,3 +132,88 @@ func (o *observer) Audited(oversold, overdueHolds int64) {
 	o.oversold.Set(float64(oversold))
 	o.holdsOverdue.Set(float64(overdueHolds))
 }
+
+// eventDestinations are the values of the events' destination label, exported
+// at 0 from the start. Webhooks add theirs (orders.DestinationWebhook) when
+// they deliver.
+var eventDestinations = []string{orders.DestinationNATS}
+
+// eventObserver counts what operators watch of the stock events: who leads the
+// relay, the outbox's backlog and the age of its oldest event (from the relay's
+// leader; 0 on the other replicas, so alert on the max), deliveries, their
+// failures and their lag by destination, and purges. The webhooks' own
+// attempts (stockguard_webhook_attempts_total{result}) belong beside these.
+type eventObserver struct {
+	leading         prometheus.Gauge
+	backlog, oldest prometheus.Gauge
+	published       *prometheus.CounterVec
+	failures        *prometheus.CounterVec
+	lag             *prometheus.HistogramVec
+	purged          prometheus.Counter
+}
+
+var _ orders.EventObserver = (*eventObserver)(nil)
+
+// deliveryLagBuckets span 1ms (a relay that keeps up) to 60s (the backlog
+// alert's threshold).
+var deliveryLagBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+func newEventObserver(reg prometheus.Registerer) *eventObserver {
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stockguard", Name: name, Help: help})
+	}
+	byDestination := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: name, Help: help}, []string{"destination"})
+	}
+	o := &eventObserver{
+		leading: gauge("events_relay_leading", "1 while this replica holds the events relay's lease, else 0."),
+		backlog: gauge("events_backlog",
+			"Stock events written but not yet delivered to the stream (or, with no stream, not yet in the feed), as the relay's leader last read them (every second); 0 on the other replicas."),
+		oldest: gauge("events_backlog_oldest_seconds",
+			"Age of the oldest stock event not yet delivered, as the relay's leader last read it; 0 when none waits, and on the other replicas."),
+		published: byDestination("events_published_total", "Stock events delivered (acknowledged), by destination."),
+		failures:  byDestination("events_publish_failures_total", "Failed deliveries of stock events (a publish that returned an error), by destination."),
+		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "stockguard", Name: "events_delivery_lag_seconds",
+			Help: "Time from a stock event's commit (the database's clock) to its delivery's acknowledgement, by destination.", Buckets: deliveryLagBuckets},
+			[]string{"destination"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "stockguard", Name: "events_purged_total",
+			Help: "Delivered stock events purged after the event retention."}),
+	}
+	for _, d := range eventDestinations {
+		o.published.WithLabelValues(d)
+		o.failures.WithLabelValues(d)
+		o.lag.WithLabelValues(d)
+	}
+	reg.MustRegister(o.leading, o.backlog, o.oldest, o.published, o.failures, o.lag, o.purged)
+	return o
+}
+
+// RelayLeading sets the leading gauge; a replica that stops leading zeroes its
+// backlog figures, so that only the leader's count.
+func (o *eventObserver) RelayLeading(leads bool) {
+	if leads {
+		o.leading.Set(1)
+		return
+	}
+	o.leading.Set(0)
+	o.EventBacklog(orders.Backlog{}, 0)
+}
+
+func (o *eventObserver) EventBacklog(b orders.Backlog, age time.Duration) {
+	o.backlog.Set(float64(b.Events))
+	o.oldest.Set(age.Seconds())
+}
+
+func (o *eventObserver) EventsPublished(destination string, n int, lags []time.Duration) {
+	o.published.WithLabelValues(destination).Add(float64(n))
+	h := o.lag.WithLabelValues(destination)
+	for _, l := range lags {
+		h.Observe(max(l, 0).Seconds())
+	}
+}
+
+func (o *eventObserver) EventPublishFailed(destination string) {
+	o.failures.WithLabelValues(destination).Inc()
+}
+
+func (o *eventObserver) EventsPurged(n int) { o.purged.Add(float64(n)) }

@@ -81,6 +81,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	lockMetrics := lockprom.New("stockguard")
 	reg.MustRegister(lockMetrics)
 	obs := newObserver(reg, log)
+	eobs := newEventObserver(reg)
 
 	keys := redislease.Keys{Namespace: cfg.namespace}
 	ls, err := openLockService(ctx, cfg, rdb, lockMetrics, log)
@@ -95,10 +96,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	defer func() { _ = locks.Close() }()
 
 	store := gormstore.New(db, time.Now, cfg.requestTimeout)
-	// The sweeper's leader lease has a lock client of its own, with metrics of
-	// its own (stockguard_sweeper_lock_*): the replicas that wait for it all the
+	// The leases of the jobs that run once per cluster (the sweeper's, and the
+	// events relay's) have a lock client of their own, with metrics of their
+	// own (stockguard_sweeper_lock_*): the replicas that wait for them all the
 	// time would fill the SKU locks' wait and not-obtained figures.
-	// stockguard_sweeper_leader says who leads.
+	// stockguard_sweeper_leader and stockguard_events_relay_leading say who leads.
 	leaseMetrics := lockprom.New("stockguard_sweeper")
 	reg.MustRegister(leaseMetrics)
 	leases, err := lock.NewClient(ls.backend, &lock.Options{TTL: cfg.lockTTL, Wait: cfg.lockWait, Metrics: leaseMetrics})
@@ -110,8 +112,19 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.lockURL != "" {
 		lockDep = orders.DependencyLockService
 	}
+	// The events relay publishes to the stream when --nats-url names one; it
+	// is opened before the relay starts and closed after it stopped.
+	stream, closeStream, err := openStream(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStream()
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
-		Leader: skulock.NewLocker(leases, lockDep), Observer: obs}
+		Leader: skulock.NewLocker(leases, lockDep), Observer: obs, Events: store, Stream: stream, EventObserver: eobs}
+	if !cfg.events {
+		log.Info("events off: no stock event is written, no relay runs")
+		deps.Store, deps.Events, deps.Stream = store.WithoutEvents(), nil, nil
+	}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
 		deps.Locker = rediscache.NewPollingLocker(rdb, keys, cfg.lockTTL, cfg.lockWait)
@@ -120,11 +133,16 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
 		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow,
-		MaxHoldTTL: cfg.maxHoldTTL, SweepInterval: cfg.sweepInterval, LockTTL: cfg.lockTTL}, deps, log, time.Now)
+		MaxHoldTTL: cfg.maxHoldTTL, SweepInterval: cfg.sweepInterval, LockTTL: cfg.lockTTL,
+		RelayInterval: cfg.relayInterval, EventRetention: cfg.eventRetention}, deps, log, time.Now)
 	sweepCtx, stopSweeper := context.WithCancel(ctx)
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()
 	defer func() { stopSweeper(); <-sweeping }() // its lease released before the connections close
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	relaying := make(chan struct{})
+	go func() { defer close(relaying); svc.RunRelay(relayCtx) }()
+	defer func() { stopRelay(); <-relaying }() // the same: its lease released, then the stream and the connections closed
 	ready := []httpapi.Dependency{
 		{Name: orders.DependencyDatabase, Check: sqlDB.PingContext},
 		{Name: orders.DependencyRedis, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
@@ -142,7 +160,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return fmt.Errorf("listen: %w", err)
 	}
 	if cfg.adminToken == "" {
-		log.Warn("no admin token: the admin API (restock, set stock, the order and hold lists, the audit) is refused")
+		log.Warn("no admin token: the admin API (restock, set stock, the order, hold and event lists, the audit) is refused")
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
 	announceListening(stdout, cfg.logFormat, ln.Addr().String())

@@ -285,3 +285,29 @@ func eventsMatchRows(t *testing.T, s *gormstore.Store) error {
 }
 
 var _ orders.EventStore = (*gormstore.Store)(nil)
+
+// TestWithoutEvents: a store with events off writes none, and its SKUs still
+// count their changes, so that events turned on again show the gap.
+func TestWithoutEvents(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			on, _ := newStore(t, kind)
+			off := on.WithoutEvents()
+			ctx := context.Background()
+			mustRestock(t, off, "A-1", 10, 1)
+			if _, err := place(off, order("o1", orders.Item{SKU: "A-1", Quantity: 1}), nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := place(on, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := on.PlaceEvents(ctx, 10, relay); err != nil || n != 1 {
+				t.Fatalf("placed %d (%v), want the one event written with events on", n, err)
+			}
+			evs, err := on.Events(ctx, 0, 10)
+			if err != nil || len(evs) != 1 || evs[0].Seq != 3 || evs[0].OrderID != "o2" {
+				t.Fatalf("events: %+v %v; want o2's alone, numbered 3", evs, err)
+			}
+		})
+	}
+}

@@ -30,6 +30,9 @@ type Store struct {
 	// outside the write's transaction: the mistake the outbox exists to avoid,
 	// for the test that shows the rebuild from events catching it.
 	eventsOutside bool
+	// noEvents writes no events (WithoutEvents). Each SKU's event_seq still
+	// counts its changes, so events turned on again show the gap.
+	noEvents bool
 }
 
 var _ orders.Store = (*Store)(nil)
@@ -37,6 +40,15 @@ var _ orders.Store = (*Store)(nil)
 // New returns the store. now is the clock; timeout bounds every call.
 func New(db *gorm.DB, now func() time.Time, timeout time.Duration) *Store {
 	return &Store{db: db, now: func() time.Time { return now().UTC() }, timeout: timeout}
+}
+
+// WithoutEvents returns a store that writes no stock events: for a
+// deployment that turns them off (--events=false), and the benchmark's
+// baseline.
+func (s *Store) WithoutEvents() *Store {
+	c := *s
+	c.noEvents = true
+	return &c
 }
 
 // DB returns the underlying handle (for health checks and tests).

@@ -115,6 +115,23 @@ func TestListAnswers(t *testing.T) {
 		!strings.Contains(w.Body.String(), `"has_more":true`) {
 		t.Errorf("holds page: %d %s", w.Code, w.Body)
 	}
+	// The event feed: admin only, the same cursor and list shape, oldest first
+	// as the use case reads it.
+	if w := do(h, call{method: "GET", path: "/v1/events", offContract: true}); w.Code != http.StatusUnauthorized {
+		t.Errorf("events without the admin token: %d, want 401", w.Code)
+	}
+	m.EXPECT().Events(mock.Anything, "evt_7", 2).Return([]orders.Event{{ID: "evt_8", Position: 8, Type: orders.EventStockRestocked,
+		SKU: "A", Seq: 1, Quantity: 5, Change: orders.Levels{Available: 5, Stocked: 5}, Counters: orders.Levels{Available: 5, Stocked: 5},
+		CreatedAt: at}}, false, nil).Once()
+	w = do(h, call{method: "GET", path: "/v1/events?limit=2&starting_after=evt_7", header: map[string]string{"Authorization": "Bearer " + token}})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"evt_8"`) || !strings.Contains(w.Body.String(), `"url":"/v1/events"`) ||
+		strings.Contains(w.Body.String(), `"order_id"`) {
+		t.Errorf("events page: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, call{method: "GET", path: "/v1/events?starting_after=", header: map[string]string{"Authorization": "Bearer " + token}, offContract: true}); w.Code != http.StatusUnprocessableEntity ||
+		!strings.Contains(w.Body.String(), "must not be empty") {
+		t.Errorf("an empty starting_after: %d %s, want 422 saying it must not be empty", w.Code, w.Body)
+	}
 }
 
 // The true reason: an unknown SKU is 422 naming it; a dependency down is 503

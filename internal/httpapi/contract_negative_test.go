@@ -641,7 +641,7 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	st := &acceptingStore{}
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Config{Strategy: orders.StrategyDBAtomic},
-		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}}, log, time.Now)
+		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st}, log, time.Now)
 	reg := prometheus.NewRegistry()
 	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, svc, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
@@ -688,6 +688,12 @@ func TestContractCasesCoverTheDocument(t *testing.T) {
 		"GET /v1/skus: query limit 0 (minimum 1)",
 		"GET /v1/skus: query limit 101 (maximum 100)",
 		`GET /v1/skus: query limit "abc" (type integer)`,
+		// The feed's cursor: an empty one is refused (a client that sends it lost
+		// its cursor), and so is one that is not an event's id.
+		`GET /v1/events: query starting_after "" (pattern ^evt_[1-9][0-9]{0,18}$)`,
+		`GET /v1/events: query starting_after "a b" (pattern ^evt_[1-9][0-9]{0,18}$)`,
+		"GET /v1/events: query limit 101 (maximum 100)",
+		"GET /v1/events: Authorization missing (security bearerAuth)",
 	} {
 		if !slices.ContainsFunc(cases, func(c negativeCase) bool { return c.name == want }) {
 			t.Errorf("no case %q", want)
@@ -824,6 +830,37 @@ func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duratio
 func (s *acceptingStore) Reservations(ctx context.Context, _ string, _ int) ([]orders.Reservation, error) {
 	r, err := s.Reservation(ctx, "h-listed")
 	return []orders.Reservation{r}, err
+}
+
+// The outbox: Events lists one event, which the feed's answer is checked with;
+// the relay's side is not called by a request.
+var _ orders.EventStore = (*acceptingStore)(nil)
+
+func (s *acceptingStore) Events(_ context.Context, after int64, _ int) ([]orders.Event, error) {
+	return []orders.Event{{ID: orders.EventID(after + 1), Position: after + 1, Type: orders.EventOrderPlaced, SKU: "A-1", Seq: 1,
+		Quantity: 2, Change: orders.Levels{Available: -2, Sold: 2}, Counters: orders.Levels{Available: 998, Sold: 2, Stocked: 1000},
+		OrderID: "o-1", CreatedAt: s.now()}}, nil
+}
+
+func (s *acceptingStore) PlaceEvents(context.Context, int, orders.Leader) (int, error) {
+	s.writes.Add(1)
+	return 0, nil
+}
+
+func (s *acceptingStore) Delivered(context.Context, string) (int64, error) { return 0, nil }
+
+func (s *acceptingStore) MarkDelivered(context.Context, string, int64, orders.Leader) error {
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *acceptingStore) EventBacklog(context.Context, int64) (orders.Backlog, error) {
+	return orders.Backlog{}, nil
+}
+
+func (s *acceptingStore) PurgeEvents(context.Context, time.Time, int64, int, orders.Leader) (int, error) {
+	s.writes.Add(1)
+	return 0, nil
 }
 
 func (s *acceptingStore) Expired(context.Context, int) ([]orders.Reservation, error) { return nil, nil }

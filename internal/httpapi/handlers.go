@@ -258,6 +258,18 @@ func (s *server) listHolds(c *gin.Context) {
 	answerList(s, c, data, more, err)
 }
 
+// listEvents answers the event feed, oldest first. It is an admin listing, as
+// the orders' and holds' are: its events name orders and holds.
+func (s *server) listEvents(c *gin.Context) {
+	after, limit, err := pageParams(c)
+	if err != nil {
+		s.problem(c, err)
+		return
+	}
+	data, more, err := s.orders.Events(c.Request.Context(), after, limit)
+	answerList(s, c, data, more, err)
+}
+
 func answerList[T any](s *server, c *gin.Context, data []T, more bool, err error) {
 	if err != nil {
 		s.problem(c, err)

@@ -7,6 +7,7 @@ package httpapi
 // same API.
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stockguard/stockguard/api/apitest"
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // problemBase is where every problem type is described: docs/problems.md#<slug>.
@@ -166,5 +168,24 @@ func TestReadmeListsTheContract(t *testing.T) {
 		if !slices.Contains(listed, op) {
 			t.Errorf("api/openapi.yaml has %s, which README.md's API table does not list", op)
 		}
+	}
+}
+
+// The Event schema's type enum is orders.EventTypes, no more, no fewer.
+func TestEventTypesAreTheContract(t *testing.T) {
+	s := apitest.Doc(t).Components.Schemas["Event"]
+	if s == nil {
+		t.Fatal("api/openapi.yaml has no Event schema")
+	}
+	var documented []string
+	for _, v := range s.Value.Properties["type"].Value.Enum {
+		documented = append(documented, fmt.Sprint(v))
+	}
+	var types []string
+	for _, typ := range orders.EventTypes {
+		types = append(types, string(typ))
+	}
+	if !slices.Equal(documented, types) {
+		t.Errorf("Event.type enum %q, orders.EventTypes %q", documented, types)
 	}
 }

@@ -18,6 +18,7 @@ func (s *server) routes(r *gin.Engine) {
 	r.GET("/v1/skus/:sku", s.getSKU)
 	r.PUT("/v1/skus/:sku", s.admin, s.setStock)
 	r.POST("/v1/skus/:sku/restock", s.admin, s.restock)
+	r.GET("/v1/events", s.admin, s.listEvents)
 	r.GET("/v1/audit", s.admin, s.audit)
 
 	r.GET("/healthz", s.healthz)

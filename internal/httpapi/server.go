@@ -34,12 +34,13 @@ type Orders interface {
 	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
 	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
 	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
+	Events(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error)
 }
 
 // Config tunes the HTTP layer.
 type Config struct {
 	// AdminToken guards the admin API: restock, set stock, the order and hold
-	// lists and the audit (Authorization: Bearer <token>). Empty turns the admin API off: every
+	// lists, the event feed and the audit (Authorization: Bearer <token>). Empty turns the admin API off: every
 	// admin call is refused.
 	AdminToken string
 	// MaxBody bounds a request body; larger ones get 413. Default 16 KiB.

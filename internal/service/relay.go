@@ -62,18 +62,17 @@ func (s *Service) RunRelay(ctx context.Context) {
 // relay works rounds until the lease is lost or the database refuses its
 // token for good: a round that found a full batch of work starts the next at
 // once, one that found less waits RelayInterval, and one whose stream failed
-// waits longer each time, up to relayMaxBackoff.
+// waits longer each time, up to relayMaxBackoff, unless the stream took some
+// of its events: a stream that makes progress is retried at RelayInterval, so
+// that one acknowledging part of each batch still drains the backlog.
 func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 	r := &relaying{s: s, g: g, cursor: -1}
 	var purged, measured time.Time
 	backoff := s.cfg.RelayInterval
 	for {
-		busy, err := r.round(ctx)
-		switch {
-		case errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil:
+		busy, progressed, err := r.round(ctx)
+		if errors.Is(err, orders.ErrStaleLeader) || ctx.Err() != nil {
 			return errors.Join(err, context.Cause(ctx))
-		case err != nil:
-			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", backoff.String())
 		}
 		if now := s.now(); now.Sub(measured) >= relayBacklogAge {
 			measured = now
@@ -93,12 +92,17 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 		}
 		wait := s.cfg.RelayInterval
 		switch {
-		case err != nil:
+		case err != nil && !progressed:
 			wait, backoff = backoff, min(2*backoff, relayMaxBackoff)
+		case err != nil:
+			backoff = s.cfg.RelayInterval
 		case busy:
 			backoff, wait = s.cfg.RelayInterval, 0
 		default:
 			backoff = s.cfg.RelayInterval
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", wait.String())
 		}
 		if wait > 0 && !sleep(ctx, wait) {
 			return context.Cause(ctx)
@@ -129,8 +133,9 @@ func (r *relaying) through() int64 {
 
 // round places the committed events in the feed and publishes the next ones
 // the stream has not had, moving its cursor past those it acknowledged; busy
-// says a batch was full.
-func (r *relaying) round(ctx context.Context) (busy bool, err error) {
+// says a batch was full, progressed that the stream acknowledged some events
+// (even if it failed on the rest).
+func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error) {
 	s := r.s
 	var placed int
 	err = s.fenced(ctx, r.g, func(f orders.Fences) error {
@@ -139,17 +144,17 @@ func (r *relaying) round(ctx context.Context) (busy bool, err error) {
 		return err
 	})
 	if err != nil || s.stream == nil {
-		return placed == relayBatch, err
+		return placed == relayBatch, false, err
 	}
 	if r.cursor < 0 {
 		if r.cursor, err = s.events.Delivered(ctx, orders.DestinationNATS); err != nil {
 			r.cursor = -1
-			return false, err
+			return false, false, err
 		}
 	}
 	evs, err := s.events.Events(ctx, r.cursor, relayBatch)
 	if err != nil || len(evs) == 0 {
-		return placed == relayBatch, err
+		return placed == relayBatch, false, err
 	}
 	acked, perr := s.stream.Publish(ctx, evs)
 	if acked > 0 {
@@ -158,7 +163,7 @@ func (r *relaying) round(ctx context.Context) (busy bool, err error) {
 			return s.events.MarkDelivered(ctx, orders.DestinationNATS, through, r.leader(f))
 		})
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		r.cursor = through
 		now := s.now()
@@ -170,9 +175,9 @@ func (r *relaying) round(ctx context.Context) (busy bool, err error) {
 	}
 	if perr != nil {
 		s.eobs.EventPublishFailed(orders.DestinationNATS)
-		return false, perr
+		return false, acked > 0, perr
 	}
-	return placed == relayBatch || len(evs) == relayBatch, nil
+	return placed == relayBatch || len(evs) == relayBatch, acked > 0, nil
 }
 
 // purge deletes, in bounded rounds, the events written more than

@@ -236,6 +236,86 @@ func (_c *Orders_Confirm_Call) RunAndReturn(run func(ctx context.Context, req or
 	return _c
 }
 
+// Events provides a mock function for the type Orders
+func (_mock *Orders) Events(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error) {
+	ret := _mock.Called(ctx, startingAfter, limit)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Events")
+	}
+
+	var r0 []orders.Event
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) ([]orders.Event, bool, error)); ok {
+		return returnFunc(ctx, startingAfter, limit)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) []orders.Event); ok {
+		r0 = returnFunc(ctx, startingAfter, limit)
+	} else {
+		if ret.Get(0) != nil {
+			r0 = ret.Get(0).([]orders.Event)
+		}
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int) bool); ok {
+		r1 = returnFunc(ctx, startingAfter, limit)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int) error); ok {
+		r2 = returnFunc(ctx, startingAfter, limit)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_Events_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Events'
+type Orders_Events_Call struct {
+	*mock.Call
+}
+
+// Events is a helper method to define mock.On call
+//   - ctx context.Context
+//   - startingAfter string
+//   - limit int
+func (_e *Orders_Expecter) Events(ctx interface{}, startingAfter interface{}, limit interface{}) *Orders_Events_Call {
+	return &Orders_Events_Call{Call: _e.mock.On("Events", ctx, startingAfter, limit)}
+}
+
+func (_c *Orders_Events_Call) Run(run func(ctx context.Context, startingAfter string, limit int)) *Orders_Events_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 int
+		if args[2] != nil {
+			arg2 = args[2].(int)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Events_Call) Return(events []orders.Event, b bool, err error) *Orders_Events_Call {
+	_c.Call.Return(events, b, err)
+	return _c
+}
+
+func (_c *Orders_Events_Call) RunAndReturn(run func(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error)) *Orders_Events_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // Extend provides a mock function for the type Orders
 func (_mock *Orders) Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
 	ret := _mock.Called(ctx, req)
