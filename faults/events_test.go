@@ -45,6 +45,9 @@ const (
 	// eventVUs drive the hot SKU in the events tests, beside the hold stream:
 	// fewer than loadVUs, since every change also writes and relays an event.
 	eventVUs = 8
+	// holdClients place holds and plain orders on four SKUs of their own, in
+	// TestEventsRebuildUnderFaults.
+	holdClients = 4
 
 	mRelayLeading  = "stockguard_events_relay_leading"
 	mBacklog       = "stockguard_events_backlog"
@@ -74,6 +77,7 @@ type eventFigures struct {
 	CatchUpMS         float64 `json:"catch_up_ms,omitempty"`           // from NATS started to the outage's events all published
 	RateBefore        float64 `json:"decisions_per_s_before,omitempty"`
 	RateDuring        float64 `json:"decisions_per_s_during,omitempty"`
+	RateAfter         float64 `json:"decisions_per_s_after,omitempty"`
 	TakeoverMS        float64 `json:"relay_takeover_ms,omitempty"` // from the leader's SIGKILL to another leading
 	// TestEventsRelayKilledBetweenPublishAndMark: events published by a
 	// leader killed before its mark, then published again by the next.
@@ -84,8 +88,8 @@ func (f *eventFigures) String() string {
 	s := fmt.Sprintf("events:%d,skus:%d,stream:%d,feed_pages:%d,duplicates:%d,missing:%d,seq_gaps:%d,mismatches:%d",
 		f.Events, f.SKUs, f.Messages, f.FeedPages, f.Duplicates, f.Missing, f.Gaps, f.Mismatches)
 	if f.NATSDownMS > 0 {
-		s += fmt.Sprintf(",nats_down=%.0fms,backlog_peak=%g,backlog_oldest_peak=%.1fs,backlog_at_nats_start=%d,catch_up=%.0fms,decisions/s=%.0f->%.0f,relay_takeover=%.0fms",
-			f.NATSDownMS, f.BacklogPeak, f.BacklogOldestPeak, f.BacklogAtStart, f.CatchUpMS, f.RateBefore, f.RateDuring, f.TakeoverMS)
+		s += fmt.Sprintf(",nats_down=%.0fms,backlog_peak=%g,backlog_oldest_peak=%.1fs,backlog_at_nats_start=%d,catch_up=%.0fms,decisions/s=%.0f->%.0f->%.0f,relay_takeover=%.0fms",
+			f.NATSDownMS, f.BacklogPeak, f.BacklogOldestPeak, f.BacklogAtStart, f.CatchUpMS, f.RateBefore, f.RateDuring, f.RateAfter, f.TakeoverMS)
 	}
 	if f.CaughtBetween > 0 {
 		s += fmt.Sprintf(",published_not_marked=%d", f.CaughtBetween)
@@ -224,7 +228,7 @@ func TestEventsRebuildUnderFaults(t *testing.T) {
 	skus := c.stockSKUs("ev", 4, 3000)
 	// Both are stopped once the faults are over; the durations only bound them.
 	load := c.startLoad(2*time.Minute, eventVUs)
-	s := c.startHoldStream(skus, 2*time.Minute, 4)
+	s := c.startHoldStream(skus, 2*time.Minute, holdClients)
 	load.waitTraffic(200)
 	c.waitPublishing(30 * time.Second)
 	f := &eventFigures{}
@@ -253,25 +257,31 @@ func TestEventsRebuildUnderFaults(t *testing.T) {
 		hold(250 * time.Millisecond) // polling the metrics, within the fault's length
 	}
 	f.BacklogAtStart = c.undelivered(ctx, 0)
+	stale := c.undelivered(ctx, lastBefore) // of the events whose ids were taken before the stop
 	written := c.count(ctx, "SELECT COUNT(*) FROM stock_events WHERE id > $1", lastBefore)
 	through := c.count(ctx, "SELECT COALESCE(MAX(id), 0) FROM stock_events")
 	c.nats.Start()
 	to := time.Now()
 	f.NATSDownMS = float64(to.Sub(from).Milliseconds())
-	waitFor(t, catchUpBound, "the events written while NATS was down published", func() bool { return c.undelivered(ctx, through) == 0 })
+	waitFor(t, catchUpBound, "the events written while NATS was down delivered", func() bool { return c.undelivered(ctx, through) == 0 })
 	catchUp := time.Since(to)
 	f.CatchUpMS = float64(catchUp.Milliseconds())
+	// The rate after, over as long a window as before.
+	after := time.Now()
+	hold(5 * time.Second)
 	f.RateBefore = float64(c.lb.decisionsIn(before, from)) / from.Sub(before).Seconds()
 	f.RateDuring = float64(c.lb.decisionsIn(from, to)) / to.Sub(from).Seconds()
-	t.Logf("NATS down %s: backlog (metric) first %g, last %g, peak %g, oldest %.1fs; %d undelivered in the database before, %d at NATS start, %d events written meanwhile; caught up %s after NATS started; decisions %.0f/s before, %.0f/s during",
-		to.Sub(from).Round(time.Millisecond), first, last, f.BacklogPeak, f.BacklogOldestPeak, backlogBefore, f.BacklogAtStart, written,
-		catchUp.Round(time.Millisecond), f.RateBefore, f.RateDuring)
+	f.RateAfter = float64(c.lb.decisionsIn(after, time.Now())) / time.Since(after).Seconds()
+	t.Logf("NATS down %s: backlog (metric) first %g, last %g, peak %g, oldest %.1fs; %d undelivered in the database before, %d at NATS start (%d of them written before), %d events written meanwhile; caught up %s after NATS started; decisions %.0f/s before, %.0f/s during, %.0f/s after",
+		to.Sub(from).Round(time.Millisecond), first, last, f.BacklogPeak, f.BacklogOldestPeak, backlogBefore, f.BacklogAtStart, stale, written,
+		catchUp.Round(time.Millisecond), f.RateBefore, f.RateDuring, f.RateAfter)
 
 	// The relay's leader killed, and restarted.
-	leaders := c.relayLeaders(c.all())
-	if len(leaders) != 1 {
-		t.Fatalf("%d replicas lead the relay: %v", len(leaders), leaders)
-	}
+	var leaders []*replica
+	waitFor(t, 10*time.Second, "one replica leading the relay", func() bool {
+		leaders = c.relayLeaders(c.all())
+		return len(leaders) == 1
+	})
 	x := leaders[0]
 	t0 := time.Now()
 	c.kill(x)
@@ -285,28 +295,39 @@ func TestEventsRebuildUnderFaults(t *testing.T) {
 	takeover := time.Since(t0)
 	f.TakeoverMS = float64(takeover.Milliseconds())
 	c.restart(x)
-	// Delivery goes on: what was written by now is published.
+	// Delivery goes on: what was written by now is delivered.
 	through = c.count(ctx, "SELECT COALESCE(MAX(id), 0) FROM stock_events")
-	waitFor(t, 30*time.Second, "the events written before the new leader took over published", func() bool { return c.undelivered(ctx, through) == 0 })
+	waitFor(t, 30*time.Second, "the events written before the new leader took over delivered", func() bool { return c.undelivered(ctx, through) == 0 })
 	load.waitTraffic(c.lb.decisionCount(anyReplica) + 50)
 
-	load.stop()
+	// The holds end before the load does: the generator's audit, at its end,
+	// counts a hold still held past its expiry and the sweeper's grace as
+	// inconsistent, and a loaded machine's sweeper may be that late (I6 allows
+	// it more: checkHolds).
 	s.stop()
-	c.verify(r, load.wait())
-	acked := r.Acknowledged
-	hf := c.checkHolds(r, s.wait(), skus)
-	r.Acknowledged = acked + hf.Confirmed
+	book := s.wait()
+	waitFor(t, holdTTL+sweepBound+20*time.Second, "every hold ended", func() bool {
+		return c.count(ctx, "SELECT COUNT(*) FROM reservations WHERE status = 'held'") == 0
+	})
+	load.stop()
+	summary := load.wait()
+	hf := c.checkHolds(r, book, skus)
+	c.verify(r, summary)
+	r.Acknowledged += hf.Confirmed                      // verify's: the orders the balancer saw acknowledged
+	r.Errors = c.lb.errors5xx(anyReplica) + book.failed // as checkHolds counts them
 	c.checkEvents(ctx, f)
 	r.Events = f
 	r.recovered(catchUp)
-	r.Detail = fmt.Sprintf("NATS stopped %dms under load (backlog peak %g, %d undelivered at its start, oldest %.1fs; caught up %dms after it started; decisions %.0f/s before, %.0f/s during); relay leader %s killed, %s led %dms after; %d events on %d SKUs rebuilt from the stream",
-		to.Sub(from).Milliseconds(), f.BacklogPeak, f.BacklogAtStart, f.BacklogOldestPeak, catchUp.Milliseconds(), f.RateBefore, f.RateDuring,
+	r.Detail = fmt.Sprintf("NATS stopped %dms under load (backlog peak %g, %d undelivered at its start, oldest %.1fs; caught up %dms after it started; decisions %.0f/s before, %.0f/s during, %.0f/s after); relay leader %s killed, %s led %dms after; %d events on %d SKUs rebuilt from the stream",
+		to.Sub(from).Milliseconds(), f.BacklogPeak, f.BacklogAtStart, f.BacklogOldestPeak, catchUp.Milliseconds(), f.RateBefore, f.RateDuring, f.RateAfter,
 		x, by, takeover.Milliseconds(), f.Events, f.SKUs)
 
 	// Orders keep being accepted while NATS is down: the relay's trouble is
-	// not the requests'.
-	if f.RateDuring < f.RateBefore/2 {
-		t.Errorf("decisions fell from %.0f/s to %.0f/s while NATS was down", f.RateBefore, f.RateDuring)
+	// not the requests'. A collapse, not the variation of 5-10 s windows on a
+	// loaded 2-core machine (up to 40% either way, NATS up or down, in the
+	// runs FAULTS.md reports).
+	if f.RateDuring < f.RateBefore/3 {
+		t.Errorf("decisions fell from %.0f/s to %.0f/s while NATS was down (%.0f/s after)", f.RateBefore, f.RateDuring, f.RateAfter)
 	}
 	// The backlog shows, grows, and is what was written meanwhile: never more
 	// than the database's count (which only grows while nothing is published).
@@ -316,8 +337,12 @@ func TestEventsRebuildUnderFaults(t *testing.T) {
 	if f.BacklogPeak > float64(f.BacklogAtStart) {
 		t.Errorf("the backlog metric read %g, more than the %d undelivered events in the database", f.BacklogPeak, f.BacklogAtStart)
 	}
-	if f.BacklogAtStart > backlogBefore+written {
-		t.Errorf("%d undelivered events when NATS started: more than the %d before and the %d written meanwhile", f.BacklogAtStart, backlogBefore, written)
+	// Of the events written before the stop, no more wait than waited then, and
+	// those of the writes in flight then (each client has at most two requests
+	// in flight, each of at most two SKUs).
+	if inFlight := int64(2 * 2 * (eventVUs + holdClients)); stale > backlogBefore+inFlight {
+		t.Errorf("%d events written before NATS stopped were undelivered when it started: more than the %d then and %d of writes in flight",
+			stale, backlogBefore, inFlight)
 	}
 	// The leader reads the backlog once a round, at least a second apart, and
 	// its rounds back off up to relayBackoffMax while NATS is down: its last
