@@ -33,6 +33,8 @@ type Audit struct {
 	// Reserved is what the run's SKUs still hold once every hold ended: 0.
 	Reserved int64      `json:"units_reserved"`
 	Holds    *HoldAudit `json:"holds,omitempty"` // a checkout workload's holds
+	// Events is the audit of the stock events' feed (Config.AuditEvents).
+	Events *EventsAudit `json:"events,omitempty"`
 }
 
 func (c *client) adminCall(ctx context.Context, method, path, body string, into any) error {
@@ -226,7 +228,7 @@ func (c *client) replayTo(ctx context.Context, path, key string, body []byte) an
 // the run's own, not every SKU the service ever sold, which /v1/audit would add
 // up). With holds (hr not nil, every hold ended), each hold is read back too,
 // and units lost or sold twice are counted.
-func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[string]int64, unsettled int64, hr *holdRun) Audit {
+func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[string]int64, unsettled int64, hr *holdRun, events bool) Audit {
 	a := Audit{Consistent: true, Unsettled: unsettled}
 	var h *HoldAudit
 	if hr != nil {
@@ -241,6 +243,9 @@ func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[s
 		a.AuditProblem = err.Error()
 	} else {
 		a.ServerAudit = true
+		if events {
+			a.Events = auditEvents(ctx, c, bySKU)
+		}
 	}
 	// Sold can be compared when every order and every hold is known.
 	comparable := unsettled == 0 && (h == nil || h.complete)

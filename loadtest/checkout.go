@@ -79,6 +79,7 @@ const (
 	// The audit's checks of every run that orders.
 	chkAuditAgree    = "audit: clients and service agree on units sold"
 	chkAuditOversold = "audit: nothing oversold, I1 holds"
+	chkAuditEvents   = "audit: the stock events tell every SKU's counters"
 )
 
 // Answers that are not failed requests (http_req_failed): a 409 is an answer

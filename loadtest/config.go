@@ -163,6 +163,9 @@ type Config struct {
 	// the same loops: no seeding, no orders, no audit. Its rate is the ceiling
 	// an order rate is a share of.
 	Ceiling string `json:"ceiling,omitempty" yaml:"ceiling,omitempty"`
+	// AuditEvents makes the audit read the service's feed of stock events
+	// (GET /v1/events) and check that they tell every run SKU's counters.
+	AuditEvents bool `json:"auditEvents,omitempty" yaml:"auditEvents,omitempty"`
 	// Timeout bounds each request. Default 10s.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	// Log takes the run's few messages (the teardown's wait, a failed audit);

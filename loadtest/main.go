@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	chartPath := fs.String("chart", "", "write throughput and latency over time as a self-contained HTML chart to this file")
 	ceiling := fs.String("ceiling", "", "GET this path (e.g. /healthz) in every VU's loop instead of orders: no seeding, no orders, no audit; 2xx answers count as orders_accepted")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	auditEvents := fs.Bool("audit-events", false, "the audit also reads the stock events' feed (GET /v1/events) and checks that the events tell every run SKU's counters, with no gap")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the generator to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -135,6 +136,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if *ceiling != "" {
 		cfg.Ceiling = *ceiling
+	}
+	if *auditEvents {
+		cfg.AuditEvents = true
 	}
 	runID := randomKey()[:8]
 	assignPrefixes(cfg.Scenarios, *prefix, runID)
@@ -298,7 +302,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 		actx, rcancel = context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second+time.Duration(len(hr.holds))*time.Millisecond)
 		defer rcancel()
 	}
-	audit := teardown(actx, c, stock, sold, unsettled, hr)
+	audit := teardown(actx, c, stock, sold, unsettled, hr, cfg.AuditEvents)
 	if audit.failed() {
 		log.Error("the checkout audit failed", "sold_twice", audit.Holds.UnitsSoldTwice, "lost", audit.Holds.UnitsLost,
 			"oversold", audit.Oversold, "problems", len(audit.Holds.Problems), "mismatches", len(audit.Mismatches))

@@ -101,6 +101,9 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 		// The audit's own checks: clients and service agree, and nothing is oversold.
 		s.auditCheck(chkAuditAgree, len(audit.Mismatches) == 0 && audit.ServerAudit)
 		s.auditCheck(chkAuditOversold, audit.Oversold == 0 && audit.Consistent)
+		if e := audit.Events; e != nil { // and the feed tells the counters
+			s.auditCheck(chkAuditEvents, e.Told)
+		}
 		if h := audit.Holds; h != nil { // and every hold's units accounted for
 			s.auditCheck(chkAuditHolds, h.StillHeld == 0 && len(h.Problems) == 0)
 			s.auditCheck(chkAuditSoldTwice, h.UnitsSoldTwice == 0)
@@ -367,6 +370,12 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	for _, m := range s.Audit.Mismatches {
 		fmt.Fprintf(w, "     ✗ audit: %s\n", m)
+	}
+	if e := s.Audit.Events; e != nil {
+		line("events", "%d of the run's SKUs in the feed (%d read), telling their counters: %v", e.Run, e.Read, e.Told)
+		for _, p := range e.Problems {
+			fmt.Fprintf(w, "     ✗ events: %s\n", p)
+		}
 	}
 	if s.Audit.AuditProblem != "" {
 		fmt.Fprintf(w, "     ✗ audit: %s\n", s.Audit.AuditProblem)

@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 type serveConfig struct {
@@ -43,6 +44,8 @@ type serveConfig struct {
 	eventRetention       time.Duration
 	natsURL              string
 	events               bool
+	webhookRetryFor      time.Duration
+	webhookTimeout       time.Duration
 	dbMaxConns           int
 	pprofAddr            string
 	namespace            string
@@ -186,6 +189,8 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.duration(&c.eventRetention, "event-retention", "STOCKGUARD_EVENT_RETENTION", service.DefaultEventRetention, "how long a delivered stock event stays in the feed (GET /v1/events) before it is purged")
 	e.boolean(&c.events, "events", "STOCKGUARD_EVENTS", "write a stock event for every change of a SKU's counters, in its transaction, and relay them (GET /v1/events, --nats-url, webhooks); off writes none and runs no relay (the feed answers 404)", true)
 	e.secret(&c.natsURL, "nats-url", "NATS_URL", "", "NATS with JetStream, where the relay publishes every stock event (stockguard.sku.<sku>): nats://host:4222; empty publishes none (the feed still has them)")
+	e.duration(&c.webhookRetryFor, "webhook-retry-for", "STOCKGUARD_WEBHOOK_RETRY_FOR", webhook.DefaultFor, "how long a webhook delivery is retried, with exponential backoff and jitter, before the event is recorded failed and skipped")
+	e.duration(&c.webhookTimeout, "webhook-timeout", "STOCKGUARD_WEBHOOK_TIMEOUT", defaultWebhookTimeout, "deadline of one webhook delivery attempt: the request sent and the answer's status read")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
@@ -224,8 +229,9 @@ func (c serveConfig) check() error {
 		return errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
-		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 || c.relayInterval <= 0 || c.eventRetention <= 0 {
-		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window, sweep-interval, relay-interval and event-retention must be positive")
+		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 || c.relayInterval <= 0 || c.eventRetention <= 0 ||
+		c.webhookRetryFor <= 0 || c.webhookTimeout <= 0 {
+		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window, sweep-interval, relay-interval, event-retention, webhook-retry-for and webhook-timeout must be positive")
 	}
 	if c.maxHoldTTL < orders.MinHoldTTL {
 		return fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)

@@ -43,10 +43,15 @@ func runLoadtestArgs(t *testing.T, args ...string) (int, map[string]any) {
 }
 
 func TestLoadtestAuditPassesOnLock(t *testing.T) {
-	code, s := runLoadtest(t, startCluster(t, 3).urls[0])
+	code, s := runLoadtestArgs(t, "-url", startCluster(t, 3).urls[0], "-vus", "32", "-duration", "3s", "-skus", "3", "-stock", "30",
+		"-multi", "0.3", "-retry", "0.2", "-threshold", "oversold:count==0", "-audit-events")
 	audit := s["audit"].(map[string]any)
 	if code != 0 || s["oversold"].(float64) != 0 || audit["units_sold_client"] != audit["units_sold_server"] {
 		t.Fatalf("exit %d, summary oversold %v, audit %v", code, s["oversold"], audit)
+	}
+	// The stock events' feed tells every SKU's counters (the audit's -audit-events).
+	if ev, ok := audit["events"].(map[string]any); !ok || ev["told"] != true || ev["events_run_skus"].(float64) == 0 {
+		t.Fatalf("the events audit: %v", audit["events"])
 	}
 	if audit["units_sold_client"].(float64) == 0 {
 		t.Fatal("nothing was sold: the run proves nothing")

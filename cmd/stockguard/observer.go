@@ -67,7 +67,8 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 	for _, e := range holdEvents {
 		o.holds.WithLabelValues(e)
 	}
-	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, o.oversold, o.holdsOverdue, buildInfo())
+	reg.MustRegister(o.placed, o.refused, o.fenceRejected, o.cacheRepaired, o.holds, o.leading, o.sweepRefused, o.oversold, o.holdsOverdue,
+		buildInfo())
 	return o
 }
 
@@ -136,14 +137,15 @@ func (o *observer) Audited(oversold, overdueHolds int64) {
 // eventDestinations are the values of the events' destination label, exported
 // at 0 from the start. Webhooks add theirs (orders.DestinationWebhook) when
 // they deliver.
-var eventDestinations = []string{orders.DestinationNATS}
+var eventDestinations = []string{orders.DestinationNATS, orders.DestinationWebhook}
 
 // eventObserver counts what operators watch of the stock events: who leads the
 // relay, the outbox's backlog and the age of its oldest event (from the relay's
 // leader; 0 on the other replicas, so alert on the max), deliveries, their
-// failures and their lag by destination, and purges. The webhooks' own
-// attempts (stockguard_webhook_attempts_total{result}) belong beside these.
+// failures and their lag by destination, purges, and the webhooks' attempts
+// by result.
 type eventObserver struct {
+	webhookAttempts *prometheus.CounterVec
 	leading         prometheus.Gauge
 	backlog, oldest prometheus.Gauge
 	published       *prometheus.CounterVec
@@ -178,13 +180,18 @@ func newEventObserver(reg prometheus.Registerer) *eventObserver {
 			[]string{"destination"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "stockguard", Name: "events_purged_total",
 			Help: "Delivered stock events purged after the event retention."}),
+		webhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "webhook_attempts_total",
+			Help: "Webhook delivery attempts by result: delivered, retry (failed, to be tried again), failed (given up: recorded and skipped)."}, []string{"result"}),
+	}
+	for _, r := range orders.WebhookResults {
+		o.webhookAttempts.WithLabelValues(r)
 	}
 	for _, d := range eventDestinations {
 		o.published.WithLabelValues(d)
 		o.failures.WithLabelValues(d)
 		o.lag.WithLabelValues(d)
 	}
-	reg.MustRegister(o.leading, o.backlog, o.oldest, o.published, o.failures, o.lag, o.purged)
+	reg.MustRegister(o.leading, o.backlog, o.oldest, o.published, o.failures, o.lag, o.purged, o.webhookAttempts)
 	return o
 }
 
@@ -217,3 +224,8 @@ func (o *eventObserver) EventPublishFailed(destination string) {
 }
 
 func (o *eventObserver) EventsPurged(n int) { o.purged.Add(float64(n)) }
+
+// WebhookAttempt counts a webhook delivery attempt by its result.
+func (o *eventObserver) WebhookAttempt(result string) {
+	o.webhookAttempts.WithLabelValues(result).Inc()
+}

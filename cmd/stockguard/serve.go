@@ -24,6 +24,7 @@ import (
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/skulock"
+	"github.com/stockguard/stockguard/internal/webhook"
 	"github.com/stockguard/stockguard/pkg/lock"
 	"github.com/stockguard/stockguard/pkg/lock/lockprom"
 	"github.com/stockguard/stockguard/pkg/lock/redislease"
@@ -120,7 +121,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	defer closeStream()
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
-		Leader: skulock.NewLocker(leases, lockDep), Observer: obs, Events: store, Stream: stream, EventObserver: eobs}
+		Leader: skulock.NewLocker(leases, lockDep), Observer: obs, Events: store, Stream: stream, EventObserver: eobs,
+		Webhooks: store, WebhookSender: newWebhookSender(cfg.webhookTimeout), WebhookRetry: webhook.Policy{For: cfg.webhookRetryFor}}
 	if !cfg.events {
 		log.Info("events off: no stock event is written, no relay runs")
 		deps.Store, deps.Events, deps.Stream = store.WithoutEvents(), nil, nil

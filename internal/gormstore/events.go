@@ -299,13 +299,21 @@ func (s *Store) EventBacklog(ctx context.Context, after int64) (orders.Backlog, 
 }
 
 // PurgeEvents deletes up to limit events placed at or before through and
-// written before cutoff, oldest first.
+// written before cutoff, oldest first. The last placed event is kept
+// whatever its age: the next position is counted from it, and a feed that
+// started again at 1 would be skipped by every cursor past it (a webhook's, a
+// feed reader's).
 func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader orders.Leader) (int, error) {
 	n := 0
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := s.lead(tx, leader); err != nil {
 			return err
 		}
+		var last *int64
+		if err := tx.Model(&eventRow{}).Select("MAX(position)").Scan(&last).Error; err != nil || last == nil {
+			return err
+		}
+		through = min(through, *last-1)
 		var ids []int64
 		if err := tx.Model(&eventRow{}).Where("position <= ? AND created_at < ?", through, cutoff.UTC()).
 			Order("position").Limit(limit).Pluck("id", &ids).Error; err != nil {

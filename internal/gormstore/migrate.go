@@ -24,6 +24,7 @@ var migrations = []migration{
 	{2, "counters on skus; idempotency records without claims, kept for a retention", migrateV2},
 	{3, "holds: reservations and their lines, reserved on skus, leader fences", migrateV3},
 	{4, "stock events: the outbox, and each SKU's event number", migrateV4},
+	{5, "webhook endpoints and their failed deliveries", migrateV5},
 }
 
 // binTables makes MySQL compare SKUs and keys byte for byte, as the other

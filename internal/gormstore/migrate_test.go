@@ -44,7 +44,7 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
-			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 3 { // 2, 3 and 4
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 4 { // 2, 3, 4 and 5
 				t.Fatalf("migrate: %d applied, %v", n, err)
 			}
 			s := gormstore.New(db, time.Now, 10*time.Second)

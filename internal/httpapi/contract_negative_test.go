@@ -641,7 +641,7 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	st := &acceptingStore{}
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Config{Strategy: orders.StrategyDBAtomic},
-		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st}, log, time.Now)
+		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st, Webhooks: st}, log, time.Now)
 	reg := prometheus.NewRegistry()
 	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, svc, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
@@ -868,6 +868,39 @@ func (s *acceptingStore) Expired(context.Context, int) ([]orders.Reservation, er
 func (s *acceptingStore) Audit(context.Context, bool, time.Duration) (orders.Audit, error) {
 	return orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil
 }
+
+// The webhook endpoints: every one exists, and a write is counted.
+
+func (s *acceptingStore) CreateWebhook(_ context.Context, w orders.Webhook) (orders.Webhook, error) {
+	s.writes.Add(1)
+	return w, nil
+}
+
+func (s *acceptingStore) Webhooks(context.Context, string, int) ([]orders.Webhook, error) {
+	return nil, nil
+}
+
+func (s *acceptingStore) Webhook(_ context.Context, id string) (orders.Webhook, error) {
+	return orders.Webhook{ID: id, URL: "https://example.com/hook", CreatedAt: s.now()}, nil
+}
+
+func (s *acceptingStore) DeleteWebhook(context.Context, string) error {
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *acceptingStore) AdvanceWebhook(context.Context, string, int64, []orders.WebhookFailure, orders.Leader) error {
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *acceptingStore) WebhookFailures(context.Context, string, int64, int) ([]orders.WebhookFailure, error) {
+	return nil, nil
+}
+
+func (s *acceptingStore) WebhooksThrough(context.Context) (int64, bool, error) { return 0, false, nil }
+
+var _ orders.WebhookStore = (*acceptingStore)(nil)
 
 type nopCache struct{}
 

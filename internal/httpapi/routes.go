@@ -20,6 +20,11 @@ func (s *server) routes(r *gin.Engine) {
 	r.POST("/v1/skus/:sku/restock", s.admin, s.restock)
 	r.GET("/v1/events", s.admin, s.listEvents)
 	r.GET("/v1/audit", s.admin, s.audit)
+	r.POST("/v1/webhooks", s.admin, s.createWebhook)
+	r.GET("/v1/webhooks", s.admin, s.listWebhooks)
+	r.GET("/v1/webhooks/:id", s.admin, s.getWebhook)
+	r.DELETE("/v1/webhooks/:id", s.admin, s.deleteWebhook)
+	r.GET("/v1/webhooks/:id/failures", s.admin, s.listWebhookFailures)
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)

@@ -35,12 +35,17 @@ type Orders interface {
 	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
 	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
 	Events(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error)
+	CreateWebhook(ctx context.Context, url, secret string) (orders.Webhook, error)
+	Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error)
+	Webhook(ctx context.Context, id string) (orders.Webhook, error)
+	DeleteWebhook(ctx context.Context, id string) error
+	WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error)
 }
 
 // Config tunes the HTTP layer.
 type Config struct {
 	// AdminToken guards the admin API: restock, set stock, the order and hold
-	// lists, the event feed and the audit (Authorization: Bearer <token>). Empty turns the admin API off: every
+	// lists, the event feed, the audit and the webhook endpoints (Authorization: Bearer <token>). Empty turns the admin API off: every
 	// admin call is refused.
 	AdminToken string
 	// MaxBody bounds a request body; larger ones get 413. Default 16 KiB.

@@ -134,6 +134,9 @@ type EventObserver interface {
 	EventsPublished(destination string, n int, lags []time.Duration)
 	EventPublishFailed(destination string)
 	EventsPurged(n int)
+	// WebhookAttempt counts a delivery attempt to an endpoint by its result
+	// (WebhookDelivered, WebhookRetry, WebhookFailed).
+	WebhookAttempt(result string)
 }
 
 // The destinations of events, as metrics name them.

@@ -66,6 +66,17 @@ func (s *Service) RunRelay(ctx context.Context) {
 // of its events: a stream that makes progress is retried at RelayInterval, so
 // that one acknowledging part of each batch still drains the backlog.
 func (s *Service) relay(ctx context.Context, g orders.Grant) error {
+	if s.webhooks != nil && s.sender != nil {
+		g = &syncGrant{g: g} // shared with the webhooks' goroutines
+		leader := func(f orders.Fences) orders.Leader { return orders.Leader{Name: RelayLease, Token: f[RelayLease]} }
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.runWebhooks(wctx, g, leader)
+		}()
+		defer func() { stop(); <-done }()
+	}
 	r := &relaying{s: s, g: g, cursor: -1}
 	var purged, measured time.Time
 	backoff := s.cfg.RelayInterval
@@ -213,10 +224,22 @@ func (r *relaying) purge(ctx context.Context) error {
 	return nil
 }
 
-// purgeThrough is the last position every webhook has had: all the feed while
-// there is none.
-func (s *Service) purgeThrough(context.Context) int64 {
-	return 1<<63 - 1
+// purgeThrough is the last position every destination has had: the lowest
+// cursor of the webhook endpoints, all positions when there is none (the
+// stream's cursor bounds it apart); none when the cursors cannot be read.
+func (s *Service) purgeThrough(ctx context.Context) int64 {
+	if s.webhooks == nil {
+		return 1<<63 - 1
+	}
+	through, ok, err := s.webhooks.WebhooksThrough(ctx)
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "events: the webhooks' cursors not read; purging none", "err", err)
+		return 0
+	case !ok:
+		return 1<<63 - 1
+	}
+	return through
 }
 
 // nopEvents is the EventObserver of a service given none.
@@ -227,3 +250,4 @@ func (nopEvents) EventBacklog(orders.Backlog, time.Duration)   {}
 func (nopEvents) EventsPublished(string, int, []time.Duration) {}
 func (nopEvents) EventPublishFailed(string)                    {}
 func (nopEvents) EventsPurged(int)                             {}
+func (nopEvents) WebhookAttempt(string)                        {}

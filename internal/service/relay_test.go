@@ -434,3 +434,5 @@ func TestRelayPublishesFromTheLeaseHolderOnly(t *testing.T) {
 	}
 	t.Logf("%d events, %d leaderships, %d published again after a change of leader", len(feed), terms, dups)
 }
+
+func (c *eventCounts) WebhookAttempt(string) {}

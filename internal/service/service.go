@@ -83,6 +83,9 @@ type Config struct {
 	// RelayInterval is how often the relay looks for new events when it found
 	// none, and EventRetention how long a delivered event stays in the feed.
 	RelayInterval, EventRetention time.Duration
+	// WebhookRefresh is how often the relay reads the webhook endpoints, to
+	// serve one added and stop serving one deleted.
+	WebhookRefresh time.Duration
 }
 
 // Deps are what a Service runs on. Counters are needed by redis-atomic only.
@@ -100,6 +103,12 @@ type Deps struct {
 	Events        orders.EventStore
 	Stream        orders.Stream
 	EventObserver orders.EventObserver
+	// Webhooks are the endpoints (no webhook admin without them), WebhookSender
+	// what delivers to them (none: the relay delivers to none), WebhookRetry
+	// when a failed attempt is tried again (nil: never).
+	Webhooks      orders.WebhookStore
+	WebhookSender WebhookSender
+	WebhookRetry  RetryPolicy
 }
 
 // Service is the order use case.
@@ -114,9 +123,15 @@ type Service struct {
 	events   orders.EventStore
 	stream   orders.Stream
 	eobs     orders.EventObserver
-	log      *slog.Logger
-	now      func() time.Time
-	placer   placer
+	webhooks orders.WebhookStore
+	sender   WebhookSender
+	retry    RetryPolicy
+	// wait sleeps d or until ctx ends (false then): the webhooks' waits, which
+	// tests may shorten.
+	wait   func(ctx context.Context, d time.Duration) bool
+	log    *slog.Logger
+	now    func() time.Time
+	placer placer
 	// cached says whether orders keep the cache up to date; for the strategies
 	// whose orders do not, other writes delete entries rather than set them.
 	cached bool
@@ -148,7 +163,8 @@ type result struct {
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
 	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
-		events: d.Events, stream: d.Stream, eobs: d.EventObserver, log: log, now: now}
+		events: d.Events, stream: d.Stream, eobs: d.EventObserver, log: log, now: now,
+		webhooks: d.Webhooks, sender: d.WebhookSender, retry: d.WebhookRetry, wait: sleep}
 	if s.leader == nil {
 		s.leader = s.locker
 	}
@@ -207,6 +223,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.RelayInterval <= 0 {
 		cfg.RelayInterval = DefaultRelay
+	}
+	if cfg.WebhookRefresh <= 0 {
+		cfg.WebhookRefresh = DefaultWebhookRefresh
 	}
 	if cfg.EventRetention <= 0 {
 		cfg.EventRetention = DefaultEventRetention

@@ -236,6 +236,135 @@ func (_c *Orders_Confirm_Call) RunAndReturn(run func(ctx context.Context, req or
 	return _c
 }
 
+// CreateWebhook provides a mock function for the type Orders
+func (_mock *Orders) CreateWebhook(ctx context.Context, url string, secret string) (orders.Webhook, error) {
+	ret := _mock.Called(ctx, url, secret)
+
+	if len(ret) == 0 {
+		panic("no return value specified for CreateWebhook")
+	}
+
+	var r0 orders.Webhook
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string) (orders.Webhook, error)); ok {
+		return returnFunc(ctx, url, secret)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string) orders.Webhook); ok {
+		r0 = returnFunc(ctx, url, secret)
+	} else {
+		r0 = ret.Get(0).(orders.Webhook)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, string) error); ok {
+		r1 = returnFunc(ctx, url, secret)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_CreateWebhook_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'CreateWebhook'
+type Orders_CreateWebhook_Call struct {
+	*mock.Call
+}
+
+// CreateWebhook is a helper method to define mock.On call
+//   - ctx context.Context
+//   - url string
+//   - secret string
+func (_e *Orders_Expecter) CreateWebhook(ctx interface{}, url interface{}, secret interface{}) *Orders_CreateWebhook_Call {
+	return &Orders_CreateWebhook_Call{Call: _e.mock.On("CreateWebhook", ctx, url, secret)}
+}
+
+func (_c *Orders_CreateWebhook_Call) Run(run func(ctx context.Context, url string, secret string)) *Orders_CreateWebhook_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 string
+		if args[2] != nil {
+			arg2 = args[2].(string)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_CreateWebhook_Call) Return(webhook orders.Webhook, err error) *Orders_CreateWebhook_Call {
+	_c.Call.Return(webhook, err)
+	return _c
+}
+
+func (_c *Orders_CreateWebhook_Call) RunAndReturn(run func(ctx context.Context, url string, secret string) (orders.Webhook, error)) *Orders_CreateWebhook_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// DeleteWebhook provides a mock function for the type Orders
+func (_mock *Orders) DeleteWebhook(ctx context.Context, id string) error {
+	ret := _mock.Called(ctx, id)
+
+	if len(ret) == 0 {
+		panic("no return value specified for DeleteWebhook")
+	}
+
+	var r0 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string) error); ok {
+		r0 = returnFunc(ctx, id)
+	} else {
+		r0 = ret.Error(0)
+	}
+	return r0
+}
+
+// Orders_DeleteWebhook_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'DeleteWebhook'
+type Orders_DeleteWebhook_Call struct {
+	*mock.Call
+}
+
+// DeleteWebhook is a helper method to define mock.On call
+//   - ctx context.Context
+//   - id string
+func (_e *Orders_Expecter) DeleteWebhook(ctx interface{}, id interface{}) *Orders_DeleteWebhook_Call {
+	return &Orders_DeleteWebhook_Call{Call: _e.mock.On("DeleteWebhook", ctx, id)}
+}
+
+func (_c *Orders_DeleteWebhook_Call) Run(run func(ctx context.Context, id string)) *Orders_DeleteWebhook_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_DeleteWebhook_Call) Return(err error) *Orders_DeleteWebhook_Call {
+	_c.Call.Return(err)
+	return _c
+}
+
+func (_c *Orders_DeleteWebhook_Call) RunAndReturn(run func(ctx context.Context, id string) error) *Orders_DeleteWebhook_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // Events provides a mock function for the type Orders
 func (_mock *Orders) Events(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error) {
 	ret := _mock.Called(ctx, startingAfter, limit)
@@ -1170,6 +1299,238 @@ func (_c *Orders_Stock_Call) Return(stock orders.Stock, err error) *Orders_Stock
 }
 
 func (_c *Orders_Stock_Call) RunAndReturn(run func(ctx context.Context, sku string) (orders.Stock, error)) *Orders_Stock_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Webhook provides a mock function for the type Orders
+func (_mock *Orders) Webhook(ctx context.Context, id string) (orders.Webhook, error) {
+	ret := _mock.Called(ctx, id)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Webhook")
+	}
+
+	var r0 orders.Webhook
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string) (orders.Webhook, error)); ok {
+		return returnFunc(ctx, id)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string) orders.Webhook); ok {
+		r0 = returnFunc(ctx, id)
+	} else {
+		r0 = ret.Get(0).(orders.Webhook)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string) error); ok {
+		r1 = returnFunc(ctx, id)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_Webhook_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Webhook'
+type Orders_Webhook_Call struct {
+	*mock.Call
+}
+
+// Webhook is a helper method to define mock.On call
+//   - ctx context.Context
+//   - id string
+func (_e *Orders_Expecter) Webhook(ctx interface{}, id interface{}) *Orders_Webhook_Call {
+	return &Orders_Webhook_Call{Call: _e.mock.On("Webhook", ctx, id)}
+}
+
+func (_c *Orders_Webhook_Call) Run(run func(ctx context.Context, id string)) *Orders_Webhook_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		run(
+			arg0,
+			arg1,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Webhook_Call) Return(webhook orders.Webhook, err error) *Orders_Webhook_Call {
+	_c.Call.Return(webhook, err)
+	return _c
+}
+
+func (_c *Orders_Webhook_Call) RunAndReturn(run func(ctx context.Context, id string) (orders.Webhook, error)) *Orders_Webhook_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// WebhookFailures provides a mock function for the type Orders
+func (_mock *Orders) WebhookFailures(ctx context.Context, id string, after string, limit int) ([]orders.WebhookFailure, bool, error) {
+	ret := _mock.Called(ctx, id, after, limit)
+
+	if len(ret) == 0 {
+		panic("no return value specified for WebhookFailures")
+	}
+
+	var r0 []orders.WebhookFailure
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string, int) ([]orders.WebhookFailure, bool, error)); ok {
+		return returnFunc(ctx, id, after, limit)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string, int) []orders.WebhookFailure); ok {
+		r0 = returnFunc(ctx, id, after, limit)
+	} else {
+		if ret.Get(0) != nil {
+			r0 = ret.Get(0).([]orders.WebhookFailure)
+		}
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, string, int) bool); ok {
+		r1 = returnFunc(ctx, id, after, limit)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, string, int) error); ok {
+		r2 = returnFunc(ctx, id, after, limit)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_WebhookFailures_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'WebhookFailures'
+type Orders_WebhookFailures_Call struct {
+	*mock.Call
+}
+
+// WebhookFailures is a helper method to define mock.On call
+//   - ctx context.Context
+//   - id string
+//   - after string
+//   - limit int
+func (_e *Orders_Expecter) WebhookFailures(ctx interface{}, id interface{}, after interface{}, limit interface{}) *Orders_WebhookFailures_Call {
+	return &Orders_WebhookFailures_Call{Call: _e.mock.On("WebhookFailures", ctx, id, after, limit)}
+}
+
+func (_c *Orders_WebhookFailures_Call) Run(run func(ctx context.Context, id string, after string, limit int)) *Orders_WebhookFailures_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 string
+		if args[2] != nil {
+			arg2 = args[2].(string)
+		}
+		var arg3 int
+		if args[3] != nil {
+			arg3 = args[3].(int)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+			arg3,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_WebhookFailures_Call) Return(webhookFailures []orders.WebhookFailure, b bool, err error) *Orders_WebhookFailures_Call {
+	_c.Call.Return(webhookFailures, b, err)
+	return _c
+}
+
+func (_c *Orders_WebhookFailures_Call) RunAndReturn(run func(ctx context.Context, id string, after string, limit int) ([]orders.WebhookFailure, bool, error)) *Orders_WebhookFailures_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Webhooks provides a mock function for the type Orders
+func (_mock *Orders) Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error) {
+	ret := _mock.Called(ctx, after, limit)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Webhooks")
+	}
+
+	var r0 []orders.Webhook
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) ([]orders.Webhook, bool, error)); ok {
+		return returnFunc(ctx, after, limit)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int) []orders.Webhook); ok {
+		r0 = returnFunc(ctx, after, limit)
+	} else {
+		if ret.Get(0) != nil {
+			r0 = ret.Get(0).([]orders.Webhook)
+		}
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int) bool); ok {
+		r1 = returnFunc(ctx, after, limit)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int) error); ok {
+		r2 = returnFunc(ctx, after, limit)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Orders_Webhooks_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Webhooks'
+type Orders_Webhooks_Call struct {
+	*mock.Call
+}
+
+// Webhooks is a helper method to define mock.On call
+//   - ctx context.Context
+//   - after string
+//   - limit int
+func (_e *Orders_Expecter) Webhooks(ctx interface{}, after interface{}, limit interface{}) *Orders_Webhooks_Call {
+	return &Orders_Webhooks_Call{Call: _e.mock.On("Webhooks", ctx, after, limit)}
+}
+
+func (_c *Orders_Webhooks_Call) Run(run func(ctx context.Context, after string, limit int)) *Orders_Webhooks_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 int
+		if args[2] != nil {
+			arg2 = args[2].(int)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_Webhooks_Call) Return(webhooks []orders.Webhook, b bool, err error) *Orders_Webhooks_Call {
+	_c.Call.Return(webhooks, b, err)
+	return _c
+}
+
+func (_c *Orders_Webhooks_Call) RunAndReturn(run func(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error)) *Orders_Webhooks_Call {
 	_c.Call.Return(run)
 	return _c
 }

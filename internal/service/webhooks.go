@@ -1,0 +1,381 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// Webhooks: the admin's endpoints, and their delivery while the relay leads.
+// Each endpoint is served by a goroutine of its own, which reads the feed from
+// the endpoint's cursor and POSTs each event in feed order, retrying a failed
+// attempt as the retry policy says, then recording the event failed and going
+// on; it moves the cursor after the events it is done with (a batch of
+// delivered ones at once, a failed one with its record), so an event is
+// delivered at least once: a relay that dies before moving the cursor leaves
+// the next one to send it again, with the same id. An endpoint that fails or
+// hangs holds up only its own goroutine.
+
+// WebhookSender makes one delivery attempt (cmd/stockguard adapts
+// internal/webhook's Sender). It returns nil on a 2xx; on a refusal, how long
+// the endpoint asked to be left alone (Retry-After, zero when it did not say).
+type WebhookSender interface {
+	Send(ctx context.Context, d WebhookDelivery) (retryAfter time.Duration, err error)
+}
+
+// WebhookDelivery is one attempt: where, signed with what, and the message.
+type WebhookDelivery struct {
+	URL, Secret string
+	ID          string    // the event's id: the same on every attempt
+	Timestamp   time.Time // the attempt's time
+	Body        []byte    // the event's JSON
+}
+
+// RetryPolicy says, after a failed attempt, how long to wait before the next
+// or that it is time to give up (internal/webhook's Policy is one).
+type RetryPolicy interface {
+	Next(attempt int, firstFailure, now time.Time) (wait time.Duration, giveUp bool)
+}
+
+// The webhooks' bounds.
+const (
+	webhookBatch = 100 // events read from the feed per round, and moved past in one write at most
+	// DefaultWebhookRefresh: an endpoint added or deleted while the relay
+	// leads is served, or no longer, within this.
+	DefaultWebhookRefresh = 2 * time.Second
+)
+
+// errNoWebhooks answers the admin's calls of a service built without a
+// WebhookStore.
+var errNoWebhooks = orders.Unavailable(orders.DependencyDatabase, errors.New("webhooks are not configured"))
+
+// CreateWebhook registers an endpoint, its URL checked; secret is the one it
+// signs with (the caller makes or checks it). The endpoint gets the events
+// placed in the feed from now on; the answer is the only one that shows its
+// secret.
+func (s *Service) CreateWebhook(ctx context.Context, url, secret string) (orders.Webhook, error) {
+	if err := orders.ValidateWebhookURL(url); err != nil {
+		return orders.Webhook{}, err
+	}
+	if s.webhooks == nil {
+		return orders.Webhook{}, errNoWebhooks
+	}
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return orders.Webhook{}, fmt.Errorf("webhook id: %w", err)
+	}
+	return s.webhooks.CreateWebhook(ctx, orders.Webhook{ID: orders.NewWebhookID(b), URL: url, Secret: secret,
+		CreatedAt: s.now().UTC().Truncate(time.Millisecond)})
+}
+
+// Webhooks lists up to limit endpoints after the id after, without their
+// secrets, and whether more follow.
+func (s *Service) Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error) {
+	if err := page(after, "starting_after", orders.ValidWebhookID, limit); err != nil {
+		return nil, false, err
+	}
+	if s.webhooks == nil {
+		return nil, false, errNoWebhooks
+	}
+	out, err := s.webhooks.Webhooks(ctx, after, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range out {
+		out[i].Secret = ""
+	}
+	return out[:min(len(out), limit)], len(out) > limit, nil
+}
+
+// Webhook reads one endpoint, without its secret.
+func (s *Service) Webhook(ctx context.Context, id string) (orders.Webhook, error) {
+	if !orders.ValidWebhookID(id) {
+		return orders.Webhook{}, orders.ErrNotFound
+	}
+	if s.webhooks == nil {
+		return orders.Webhook{}, errNoWebhooks
+	}
+	w, err := s.webhooks.Webhook(ctx, id)
+	w.Secret = ""
+	return w, err
+}
+
+// DeleteWebhook deletes an endpoint and its failures; the relay stops
+// serving it within WebhookRefresh.
+func (s *Service) DeleteWebhook(ctx context.Context, id string) error {
+	if !orders.ValidWebhookID(id) {
+		return orders.ErrNotFound
+	}
+	if s.webhooks == nil {
+		return errNoWebhooks
+	}
+	return s.webhooks.DeleteWebhook(ctx, id)
+}
+
+// WebhookFailures lists up to limit failed deliveries of an endpoint after
+// the event id after, in feed order, and whether more follow.
+func (s *Service) WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error) {
+	if err := page(after, "starting_after", func(id string) bool { _, err := orders.EventPosition(id); return err == nil }, limit); err != nil {
+		return nil, false, err
+	}
+	if _, err := s.Webhook(ctx, id); err != nil {
+		return nil, false, err
+	}
+	var pos int64
+	if after != "" {
+		pos, _ = orders.EventPosition(after)
+	}
+	out, err := s.webhooks.WebhookFailures(ctx, id, pos, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	return out[:min(len(out), limit)], len(out) > limit, nil
+}
+
+// runWebhooks serves every endpoint, each in a goroutine of its own, until
+// ctx ends (the relay no longer leads); it reads the endpoints every
+// WebhookRefresh, starting a goroutine for a new one (or one whose goroutine
+// stopped) and stopping that of one deleted. It returns after they all did.
+func (s *Service) runWebhooks(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader) {
+	type worker struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	running := map[string]worker{}
+	defer func() {
+		for _, w := range running {
+			w.cancel()
+		}
+		for _, w := range running {
+			<-w.done
+		}
+	}()
+	for ctx.Err() == nil {
+		endpoints, err := s.allWebhooks(ctx)
+		if err != nil {
+			s.log.WarnContext(ctx, "webhooks: endpoints not read; serving those known", "err", err)
+		} else {
+			listed := make(map[string]bool, len(endpoints))
+			for _, ep := range endpoints {
+				listed[ep.ID] = true
+				if w, ok := running[ep.ID]; ok {
+					select {
+					case <-w.done: // stopped (its write refused, say): start again from its cursor
+					default:
+						continue
+					}
+				}
+				wctx, cancel := context.WithCancel(ctx)
+				w := worker{cancel: cancel, done: make(chan struct{})}
+				running[ep.ID] = w
+				go func() {
+					defer close(w.done)
+					s.serveWebhook(wctx, g, leader, ep)
+				}()
+			}
+			for id, w := range running {
+				if !listed[id] {
+					w.cancel()
+					<-w.done
+					delete(running, id)
+				}
+			}
+		}
+		if !s.wait(ctx, s.cfg.WebhookRefresh) {
+			return
+		}
+	}
+}
+
+// allWebhooks reads every endpoint, a page at a time.
+func (s *Service) allWebhooks(ctx context.Context) ([]orders.Webhook, error) {
+	var out []orders.Webhook
+	after := ""
+	for {
+		page, err := s.webhooks.Webhooks(ctx, after, MaxPage)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < MaxPage {
+			return out, nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// serveWebhook delivers the feed to one endpoint from its cursor, in order,
+// until ctx ends, the endpoint is deleted, or the relay's write is refused.
+func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, ep orders.Webhook) {
+	through := ep.Position
+	backoff := s.cfg.RelayInterval
+	for ctx.Err() == nil {
+		evs, err := s.events.Events(ctx, through, webhookBatch)
+		if err != nil || len(evs) == 0 {
+			wait := s.cfg.RelayInterval
+			if err != nil {
+				s.log.WarnContext(ctx, "webhooks: feed not read", "webhook", ep.ID, "err", err)
+				wait, backoff = backoff, min(2*backoff, relayMaxBackoff)
+			}
+			if !s.wait(ctx, wait) {
+				return
+			}
+			continue
+		}
+		backoff = s.cfg.RelayInterval
+		var lags []time.Duration
+		done := through // delivered through, not yet written
+		for _, e := range evs {
+			failure, ok := s.deliver(ctx, ep, e)
+			if !ok {
+				break // ctx ended: write what was delivered
+			}
+			if failure == nil {
+				done, lags = e.Position, append(lags, s.now().Sub(e.CreatedAt))
+				continue
+			}
+			// A failure moves the cursor with its record, the events delivered
+			// before it included.
+			if !s.advanceWebhook(ctx, g, leader, ep.ID, e.Position, []orders.WebhookFailure{*failure}) {
+				return
+			}
+			s.delivered(lags)
+			done, through, lags = e.Position, e.Position, nil
+		}
+		if done > through {
+			if !s.flushWebhook(ctx, g, leader, ep.ID, done) {
+				return
+			}
+			s.delivered(lags)
+			through = done
+		}
+	}
+}
+
+// webhookFlush bounds the write of a cursor after the relay stopped.
+const webhookFlush = 5 * time.Second
+
+// flushWebhook moves an endpoint's cursor past the events delivered; after
+// ctx ended, on a context of its own for a bounded time, so that deliveries
+// made are written and the next relay does not send them again.
+func (s *Service) flushWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, id string, through int64) bool {
+	if ctx.Err() != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookFlush)
+		defer cancel()
+		ctx = fctx
+	}
+	return s.advanceWebhook(ctx, g, leader, id, through, nil)
+}
+
+// delivered counts events delivered to an endpoint, with their lags from commit.
+func (s *Service) delivered(lags []time.Duration) {
+	if len(lags) > 0 {
+		s.eobs.EventsPublished(orders.DestinationWebhook, len(lags), lags)
+	}
+}
+
+// advanceWebhook moves an endpoint's cursor, trying again while the database
+// fails (a failure's record must not be lost by moving on without it); false
+// when it should stop: ctx ended, the relay's token refused, the endpoint
+// deleted.
+func (s *Service) advanceWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader,
+	id string, through int64, failed []orders.WebhookFailure,
+) bool {
+	backoff := s.cfg.RelayInterval
+	for {
+		err := s.fenced(ctx, g, func(f orders.Fences) error {
+			return s.webhooks.AdvanceWebhook(ctx, id, through, failed, leader(f))
+		})
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, orders.ErrNotFound):
+			s.log.InfoContext(ctx, "webhooks: endpoint deleted; no longer served", "webhook", id)
+			return false
+		case errors.Is(err, orders.ErrStaleLeader):
+			s.log.WarnContext(ctx, "webhooks: the relay's token was refused; stopping", "webhook", id, "err", err)
+			return false
+		}
+		s.log.WarnContext(ctx, "webhooks: cursor not moved; trying again", "webhook", id, "err", err, "in", backoff.String())
+		if !s.wait(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, relayMaxBackoff)
+	}
+}
+
+// deliver sends one event to an endpoint, retrying as the policy says: nil
+// when delivered, the failure to record when given up; ok is false when ctx
+// ended first.
+func (s *Service) deliver(ctx context.Context, ep orders.Webhook, e orders.Event) (failure *orders.WebhookFailure, ok bool) {
+	body, err := json.Marshal(e)
+	if err != nil { // an Event always marshals
+		panic(fmt.Sprintf("webhooks: event %s: %v", e.ID, err))
+	}
+	var first time.Time
+	for attempt := 1; ; attempt++ {
+		at := s.now()
+		retryAfter, err := s.sender.Send(ctx, WebhookDelivery{URL: ep.URL, Secret: ep.Secret, ID: e.ID, Timestamp: at, Body: body})
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if err == nil {
+			s.eobs.WebhookAttempt(orders.WebhookDelivered)
+			return nil, true
+		}
+		if attempt == 1 {
+			first = at
+		}
+		now := s.now()
+		wait, giveUp := time.Duration(0), true
+		if s.retry != nil {
+			wait, giveUp = s.retry.Next(attempt, first, now)
+		}
+		if giveUp {
+			s.eobs.WebhookAttempt(orders.WebhookFailed)
+			s.log.WarnContext(ctx, "webhooks: event not delivered; given up", "webhook", ep.ID, "event", e.ID,
+				"attempts", attempt, "err", err)
+			return &orders.WebhookFailure{WebhookID: ep.ID, EventID: e.ID, Position: e.Position, Attempts: attempt,
+				LastError: err.Error(), FirstAttemptAt: first, FailedAt: now}, true
+		}
+		s.eobs.WebhookAttempt(orders.WebhookRetry)
+		if !s.wait(ctx, max(wait, retryAfter)) {
+			return nil, false
+		}
+	}
+}
+
+// syncGrant is the relay's grant shared by its goroutines: Advance changes
+// the map Fences returns, so each reader gets a copy.
+type syncGrant struct {
+	mu sync.Mutex
+	g  orders.Grant
+}
+
+// Fences returns a copy of the tokens.
+func (g *syncGrant) Fences() orders.Fences {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.g.Fences()
+	if f == nil {
+		return nil
+	}
+	out := make(orders.Fences, len(f))
+	for k, v := range f {
+		out[k] = v
+	}
+	return out
+}
+
+// Advance advances the token, one caller at a time.
+func (g *syncGrant) Advance(ctx context.Context, sku string, past int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.g.Advance(ctx, sku, past)
+}

@@ -1,0 +1,150 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// scriptedSender answers each attempt with the next of its results.
+type scriptedSender struct {
+	results []scripted
+	stamps  []time.Time
+}
+
+type scripted struct {
+	retryAfter time.Duration
+	err        error
+}
+
+func (s *scriptedSender) Send(_ context.Context, d WebhookDelivery) (time.Duration, error) {
+	s.stamps = append(s.stamps, d.Timestamp)
+	r := s.results[0]
+	s.results = s.results[1:]
+	return r.retryAfter, r.err
+}
+
+// linearRetry waits 10ms per failed attempt and gives up after the third.
+type linearRetry struct{ firsts []time.Time }
+
+func (p *linearRetry) Next(attempt int, first, _ time.Time) (time.Duration, bool) {
+	p.firsts = append(p.firsts, first)
+	return time.Duration(attempt) * 10 * time.Millisecond, attempt >= 3
+}
+
+type attemptCounts struct {
+	nopEvents
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *attemptCounts) WebhookAttempt(result string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[result]++
+}
+
+// newDeliverer is a service whose waits move its clock instead of sleeping,
+// and are recorded.
+func newDeliverer(snd WebhookSender, retry RetryPolicy) (*Service, *attemptCounts, *[]time.Duration) {
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	counts := &attemptCounts{n: map[string]int{}}
+	s := New(Config{}, Deps{WebhookSender: snd, WebhookRetry: retry, EventObserver: counts}, slog.New(slog.DiscardHandler),
+		func() time.Time { return now })
+	var waits []time.Duration
+	s.wait = func(_ context.Context, d time.Duration) bool {
+		waits = append(waits, d)
+		now = now.Add(d)
+		return true
+	}
+	return s, counts, &waits
+}
+
+// TestDeliverRetriesThenGivesUp: each failed attempt waits the longer of the
+// policy's wait and the endpoint's Retry-After, each attempt is stamped with
+// its own time, and after the policy gives up the failure says how many
+// attempts, since when, and the last error.
+func TestDeliverRetriesThenGivesUp(t *testing.T) {
+	boom := errors.New("webhook: endpoint answered 503")
+	snd := &scriptedSender{results: []scripted{{5 * time.Second, boom}, {0, boom}, {0, errors.New("last")}}}
+	retry := &linearRetry{}
+	s, counts, waits := newDeliverer(snd, retry)
+	ep := orders.Webhook{ID: "wh_0a", URL: "https://a.example/", Secret: "whsec_x"}
+	e := orders.Event{ID: "evt_7", Position: 7, Type: orders.EventOrderPlaced, SKU: "A-1", Seq: 1}
+	start := s.now()
+
+	f, ok := s.deliver(context.Background(), ep, e)
+	if !ok || f == nil {
+		t.Fatalf("deliver: %+v %v, want a failure", f, ok)
+	}
+	if want := []time.Duration{5 * time.Second, 20 * time.Millisecond}; !slices.Equal(*waits, want) {
+		t.Errorf("waits %v, want %v (Retry-After over the policy's 10ms, then the policy's 20ms)", *waits, want)
+	}
+	if want := []time.Time{start, start.Add(5 * time.Second), start.Add(5*time.Second + 20*time.Millisecond)}; !slices.Equal(snd.stamps, want) {
+		t.Errorf("attempts stamped %v, want %v", snd.stamps, want)
+	}
+	for _, first := range retry.firsts {
+		if !first.Equal(start) {
+			t.Errorf("the policy was told the first failure was at %v, want %v", first, start)
+		}
+	}
+	if f.Attempts != 3 || f.EventID != "evt_7" || f.Position != 7 || f.WebhookID != "wh_0a" || f.LastError != "last" ||
+		!f.FirstAttemptAt.Equal(start) || !f.FailedAt.Equal(snd.stamps[2]) {
+		t.Errorf("failure %+v", f)
+	}
+	if counts.n[orders.WebhookRetry] != 2 || counts.n[orders.WebhookFailed] != 1 || counts.n[orders.WebhookDelivered] != 0 {
+		t.Errorf("attempts counted %v", counts.n)
+	}
+}
+
+// TestDeliverSucceedsOnARetry: a failure then a 2xx delivers, with nothing
+// to record.
+func TestDeliverSucceedsOnARetry(t *testing.T) {
+	snd := &scriptedSender{results: []scripted{{0, errors.New("reset")}, {}}}
+	s, counts, waits := newDeliverer(snd, &linearRetry{})
+	f, ok := s.deliver(context.Background(), orders.Webhook{ID: "wh_0a"}, orders.Event{ID: "evt_1", Position: 1})
+	if !ok || f != nil || len(*waits) != 1 || (*waits)[0] != 10*time.Millisecond {
+		t.Fatalf("deliver: %+v %v, waits %v", f, ok, *waits)
+	}
+	if counts.n[orders.WebhookRetry] != 1 || counts.n[orders.WebhookDelivered] != 1 {
+		t.Errorf("attempts counted %v", counts.n)
+	}
+}
+
+// cursors is a WebhookStore that answers the lowest cursor only.
+type cursors struct {
+	orders.WebhookStore
+	low int64
+	ok  bool
+	err error
+}
+
+func (c cursors) WebhooksThrough(context.Context) (int64, bool, error) { return c.low, c.ok, c.err }
+
+// TestPurgeThroughTheLowestCursor: events are purged through the lowest
+// cursor of the endpoints, all of them with no endpoint, none when the
+// cursors cannot be read.
+func TestPurgeThroughTheLowestCursor(t *testing.T) {
+	for _, tc := range []struct {
+		c    cursors
+		want int64
+	}{
+		{cursors{low: 7, ok: true}, 7},
+		{cursors{}, 1<<63 - 1},
+		{cursors{err: errors.New("down")}, 0},
+	} {
+		s := New(Config{}, Deps{Webhooks: tc.c}, slog.New(slog.DiscardHandler), time.Now)
+		if got := s.purgeThrough(context.Background()); got != tc.want {
+			t.Errorf("%+v: through %d, want %d", tc.c, got, tc.want)
+		}
+	}
+	if got := New(Config{}, Deps{}, slog.New(slog.DiscardHandler), time.Now).purgeThrough(context.Background()); got != 1<<63-1 {
+		t.Errorf("no webhooks: through %d", got)
+	}
+}

@@ -1,0 +1,276 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/testenv"
+	"github.com/stockguard/stockguard/internal/webhook"
+)
+
+// sender adapts internal/webhook's Sender to the service, as cmd/stockguard's
+// adapter does.
+type sender struct{ s *webhook.Sender }
+
+func (a sender) Send(ctx context.Context, d service.WebhookDelivery) (time.Duration, error) {
+	err := a.s.Send(ctx, webhook.Endpoint{URL: d.URL, Secret: d.Secret}, webhook.Message{ID: d.ID, Timestamp: d.Timestamp, Body: d.Body})
+	if se := (*webhook.StatusError)(nil); errors.As(err, &se) {
+		return se.RetryAfter, err
+	}
+	return 0, err
+}
+
+var _ service.WebhookSender = sender{}
+
+// webhookCounts is an EventObserver that counts the webhooks' attempts by result.
+type webhookCounts struct {
+	mu        sync.Mutex
+	attempts  map[string]int
+	delivered int
+}
+
+func (c *webhookCounts) RelayLeading(bool)                          {}
+func (c *webhookCounts) EventBacklog(orders.Backlog, time.Duration) {}
+func (c *webhookCounts) EventPublishFailed(string)                  {}
+func (c *webhookCounts) EventsPurged(int)                           {}
+func (c *webhookCounts) EventsPublished(dest string, n int, lags []time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if dest == orders.DestinationWebhook && len(lags) == n {
+		c.delivered += n
+	}
+}
+
+func (c *webhookCounts) WebhookAttempt(result string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempts[result]++
+}
+
+func (c *webhookCounts) get(result string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts[result]
+}
+
+// receiver is a webhook endpoint that verifies every signature and records
+// the events it was sent, in the order they came.
+type receiver struct {
+	secret string
+	mu     sync.Mutex
+	got    []orders.Event
+	bad    []error
+	notify chan struct{}
+}
+
+func newReceiver(t *testing.T) *receiver {
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &receiver{secret: secret, notify: make(chan struct{}, 1)}
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err == nil {
+		err = webhook.Verify(r.secret, req.Header, body, time.Now(), 0)
+	}
+	var e orders.Event
+	if err == nil {
+		err = json.Unmarshal(body, &e)
+	}
+	if err == nil && e.ID != req.Header.Get(webhook.HeaderID) {
+		err = errors.New("webhook-id " + req.Header.Get(webhook.HeaderID) + " is not the event's id " + e.ID)
+	}
+	r.mu.Lock()
+	if err != nil {
+		r.bad = append(r.bad, err)
+	} else {
+		r.got = append(r.got, e)
+	}
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	}
+}
+
+func (r *receiver) events() ([]orders.Event, []error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got), slices.Clone(r.bad)
+}
+
+// until polls cond until it holds or the deadline passes: relay_test.go's
+// waitFor, for a condition with nothing to say.
+func until(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, within, what, func() (bool, string) { return cond(), "not yet" })
+}
+
+// TestWebhooksDeliverEveryEventOnceInOrder runs the relay on PostgreSQL with
+// three endpoints: a healthy one, which must get every event once, in feed
+// order, signed, before either of the others has given up on its first; one
+// that answers 500, and one that hangs past the attempt's timeout, each of
+// which must be retried, then have every event recorded failed and its cursor
+// moved past it. An endpoint added while the relay leads gets the events
+// from its creation on.
+func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, testenv.Postgres)
+	r := w.replica(t, nil)
+
+	healthy := newReceiver(t)
+	var failing atomic.Int64
+	hang := make(chan struct{})
+	var hanging atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("/healthy", healthy)
+	mux.HandleFunc("/failing", func(w http.ResponseWriter, _ *http.Request) {
+		failing.Add(1)
+		http.Error(w, "down", http.StatusInternalServerError)
+	})
+	mux.HandleFunc("/hanging", func(_ http.ResponseWriter, req *http.Request) {
+		hanging.Add(1)
+		select {
+		case <-req.Context().Done():
+		case <-hang:
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer close(hang)
+
+	const timeout, window = 250 * time.Millisecond, 1500 * time.Millisecond
+	ev := &webhookCounts{attempts: map[string]int{}}
+	r.deps.Events, r.deps.Webhooks, r.deps.EventObserver = r.store, r.store, ev
+	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout})}
+	r.deps.WebhookRetry = webhook.Policy{First: 50 * time.Millisecond, Max: 200 * time.Millisecond, For: window}
+	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 100 * time.Millisecond},
+		r.deps, slog.New(slog.DiscardHandler), time.Now)
+
+	create := func(path, secret string) orders.Webhook {
+		t.Helper()
+		if secret == "" {
+			var err error
+			if secret, err = webhook.NewSecret(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wh, err := svc.CreateWebhook(ctx, srv.URL+path, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wh
+	}
+	hw, fw, gw := create("/healthy", healthy.secret), create("/failing", ""), create("/hanging", "")
+
+	// Three events: a set, two orders.
+	if _, _, err := svc.SetStock(ctx, "W-1", 10); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "W-1", Quantity: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { svc.RunRelay(rctx) })
+	defer func() { stop(); wg.Wait() }()
+
+	failures := func(id string) []orders.WebhookFailure {
+		fs, _, err := svc.WebhookFailures(ctx, id, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	start := time.Now()
+	until(t, 10*time.Second, "the healthy endpoint's 3 events", func() bool { got, _ := healthy.events(); return len(got) >= 3 })
+	// Neither other endpoint has given up on its first event yet: the healthy
+	// one was not held up by them.
+	if f, g := failures(fw.ID), failures(gw.ID); len(f) > 0 || len(g) > 0 {
+		t.Fatalf("the healthy endpoint had its events after %v, when the others had given up on %d and %d", time.Since(start), len(f), len(g))
+	}
+	if failing.Load() == 0 || hanging.Load() == 0 {
+		t.Fatalf("the others were not tried meanwhile: %d and %d attempts", failing.Load(), hanging.Load())
+	}
+
+	// The others give up on each event after the window, record it, and go on.
+	for _, id := range []string{fw.ID, gw.ID} {
+		until(t, 10*window, "3 failures of "+id, func() bool { return len(failures(id)) == 3 })
+		fs := failures(id)
+		for i, f := range fs {
+			if f.EventID != orders.EventID(int64(i+1)) || f.WebhookID != id || f.Attempts < 2 || f.LastError == "" ||
+				f.FailedAt.Sub(f.FirstAttemptAt) < window-time.Second { // database's rounding aside
+				t.Errorf("failure %d of %s: %+v", i, id, f)
+			}
+		}
+		until(t, 5*time.Second, "the cursor of "+id+" past the failures", func() bool {
+			got, err := r.store.Webhook(ctx, id)
+			return err == nil && got.Position == 3
+		})
+	}
+	if n := failing.Load(); n < 6 {
+		t.Errorf("the failing endpoint was tried %d times for 3 events", n)
+	}
+	if ev.get(orders.WebhookRetry) == 0 || ev.get(orders.WebhookFailed) != 6 || ev.get(orders.WebhookDelivered) < 3 {
+		t.Errorf("attempts counted: %d delivered, %d retry, %d failed", ev.get(orders.WebhookDelivered), ev.get(orders.WebhookRetry), ev.get(orders.WebhookFailed))
+	}
+
+	// An endpoint added while leading gets the events from its creation on.
+	late := newReceiver(t)
+	mux.Handle("/late", late)
+	create("/late", late.secret)
+	if _, err := svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "W-1", Quantity: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 10*time.Second, "the new endpoint's event", func() bool { got, _ := late.events(); return len(got) >= 1 })
+	until(t, 10*time.Second, "the healthy endpoint's 4th event", func() bool { got, _ := healthy.events(); return len(got) >= 4 })
+	until(t, 5*time.Second, "the healthy endpoint's cursor", func() bool {
+		got, err := r.store.Webhook(ctx, hw.ID)
+		return err == nil && got.Position == 4
+	})
+
+	got, bad := healthy.events()
+	if len(bad) > 0 {
+		t.Fatalf("refused deliveries: %v", bad)
+	}
+	if len(got) != 4 {
+		t.Fatalf("the healthy endpoint got %d events, want 4 (once each)", len(got))
+	}
+	for i, e := range got {
+		if e.ID != orders.EventID(int64(i+1)) || e.SKU != "W-1" || e.Seq != int64(i+1) {
+			t.Errorf("event %d: %+v", i, e)
+		}
+	}
+	if lg, bad := late.events(); len(bad) > 0 || len(lg) != 1 || lg[0].ID != "evt_4" {
+		t.Errorf("the new endpoint got %+v (%v), want evt_4 alone", lg, bad)
+	}
+	if got[0].Type != orders.EventStockSet || got[1].Type != orders.EventOrderPlaced {
+		t.Errorf("types: %s, %s", got[0].Type, got[1].Type)
+	}
+	// Counted once the cursor moved past them: the new endpoint's may come last.
+	until(t, 5*time.Second, "5 deliveries counted with their lags", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return ev.delivered == 5
+	})
+}
