@@ -134,6 +134,7 @@ func newEventsCluster(t *testing.T) *eventsCluster {
 			t.Logf("%s: %d relay and NATS lines in its log, the last ones:\n%s", r, len(lines), strings.Join(lines[max(0, len(lines)-20):], ""))
 		}
 	})
+	c.auditEvents = true
 	return &eventsCluster{cluster: c, nats: nats}
 }
 
@@ -313,6 +314,10 @@ func TestEventsRebuildUnderFaults(t *testing.T) {
 	summary := load.wait()
 	hf := c.checkHolds(r, book, skus)
 	c.verify(r, summary)
+	// The generator's own audit read the feed: its SKU's events tell its counters.
+	if e := summary.Audit.Events; e == nil || !e.Told || e.Run == 0 {
+		t.Errorf("the load generator's audit of the events feed: %+v", e)
+	}
 	r.Acknowledged += hf.Confirmed                      // verify's: the orders the balancer saw acknowledged
 	r.Errors = c.lb.errors5xx(anyReplica) + book.failed // as checkHolds counts them
 	c.checkEvents(ctx, f)
