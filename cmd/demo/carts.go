@@ -62,6 +62,8 @@ type cartResult struct {
 	// second, from the start of the rush.
 	Stock   stockLines
 	Answers answerLines
+	// Events are the round's stock events, from the feed.
+	Events *eventReport
 }
 
 // hold is a cart: a granted hold and its units.
@@ -95,6 +97,10 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 	defer transport.CloseIdleConnections()
 	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL, admin: admin},
 		sku: "CART-" + strconv.FormatInt(time.Now().UnixNano(), 36), o: o, log: log} // a SKU of its own in a shared database
+	cursor, err := feed{shop: c.shop}.end(ctx) // the round's events come after it
+	if err != nil {
+		return cartResult{}, fmt.Errorf("the feed's end before the round: %w", err)
+	}
 	log.Info("carts round starts", "replicas", replicas, "balancer", lbURL, "sku", c.sku, "units", o.stock,
 		"shoppers", o.shoppers, "hold_ttl", o.ttl, "sweep_interval", o.sweep)
 	if code, err := c.shop.call(ctx, http.MethodPost, "/v1/skus/"+c.sku+"/restock", true, map[string]int{"quantity": o.stock}, nil); err != nil || code/100 != 2 {
@@ -147,6 +153,11 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 	if err := c.audit(ctx); err != nil {
 		return cartResult{}, err
 	}
+	ev, err := eventsOf(ctx, c.shop, cartsRound, cursor, []string{c.sku})
+	if err != nil {
+		return cartResult{}, err
+	}
+	c.r.Events = &ev
 	log.Info("carts round over", "took", time.Since(start).Round(time.Millisecond), "sold", c.r.Sold,
 		"expired", c.r.Expired, "resold", c.r.Resold, "consistent", c.r.Consistent)
 	return c.r, nil

@@ -239,6 +239,9 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 		rows, drawn = append(rows, r.Result), append(drawn, r)
 	}
 	printTable(stdout, rows, o)
+	for _, r := range drawn {
+		printEvents(stdout, *r.Events)
+	}
 	// The page of these two rounds now, so that it is there should the carts
 	// round fail; written again with the carts round when it ends.
 	if err := writePage(o.html, drawn, nil, o, co); err != nil {
@@ -247,6 +250,9 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 	log.Info("wrote the page of the unsafe and the default rounds", "path", o.html)
 	if rows[1].Oversold != 0 {
 		return fmt.Errorf("the %s round oversold %.0f units", rows[1].Strategy, rows[1].Oversold)
+	}
+	if ev := drawn[1].Events; !ev.OK() {
+		return fmt.Errorf("the %s round's events do not tell its counters: %s", rows[1].Strategy, strings.Join(ev.Problems, "; "))
 	}
 	fmt.Fprintf(stdout, "\nthe %s round oversold nothing: %d replicas, one SKU, %d units, %d VUs, locks on %s\n", rows[1].Strategy, o.replicas, o.stock, o.vus, o.lock)
 
@@ -263,12 +269,16 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 		return fmt.Errorf("carts round: %w", err)
 	}
 	printCarts(stdout, carts, co)
+	printEvents(stdout, *carts.Events)
 	if err := writePage(o.html, drawn, &carts, o, co); err != nil {
 		return fmt.Errorf("the page: %w", err)
 	}
 	log.Info("wrote the page of the three rounds", "path", o.html)
 	if !carts.Consistent {
 		return fmt.Errorf("the carts round failed its checks: %s", strings.Join(carts.Problems, "; "))
+	}
+	if !carts.Events.OK() {
+		return fmt.Errorf("the carts round's events do not tell its counters: %s", strings.Join(carts.Events.Problems, "; "))
 	}
 	fmt.Fprintf(stdout, "\nthe carts round oversold nothing: %d units came back from abandoned carts, %d were sold again; the audit agrees with the shoppers\n",
 		carts.Expired, carts.Resold)
@@ -312,7 +322,13 @@ func runRound(ctx context.Context, start func(context.Context, string) (cluster,
 	prefix := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) // its SKU: <prefix>-0
 	transport := &http.Transport{}                                                    // no proxy: the replicas are on loopback
 	defer transport.CloseIdleConnections()
-	smp := &sampler{client: &http.Client{Transport: transport, Timeout: 5 * time.Second}, balancer: lbURL,
+	client := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+	sh := &shop{client: client, url: lbURL, admin: o.admin}
+	cursor, err := feed{shop: sh}.end(ctx) // the round's events come after it
+	if err != nil {
+		return roundSeries{}, fmt.Errorf("the feed's end before the round: %w", err)
+	}
+	smp := &sampler{client: client, balancer: lbURL,
 		replicas: cl.replicas, route: ordersRoute, sku: prefix + "-0", start: time.Now()}
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
@@ -346,7 +362,13 @@ func runRound(ctx context.Context, start func(context.Context, string) (cluster,
 	if err := json.Unmarshal(b, &r); err != nil {
 		return roundSeries{}, err
 	}
-	return smp.series(strategy, r), nil
+	ev, err := eventsOf(ctx, sh, strategy, cursor, []string{prefix + "-0"})
+	if err != nil {
+		return roundSeries{}, err
+	}
+	out := smp.series(strategy, r)
+	out.Events = &ev
+	return out, nil
 }
 
 // startCluster migrates a round's database (its own SQLite file unless

@@ -58,6 +58,23 @@ func TestDemoShowsOversellThenNone(t *testing.T) {
 		t.Fatalf("the unsafe round oversold nothing: the demo shows nothing\n%s", out.String())
 	}
 	checkCarts(t, carts, 20, out.String())
+	// Each round's events, read from the feed: the guarded rounds' rebuild
+	// their SKU's counters; the unsafe round's are said to be what they are.
+	for _, want := range []string{"events of the unsafe round: ", "the counters the unsafe strategy wrote",
+		"events of the " + string(orders.DefaultStrategy) + " round: ", "events of the carts round: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo does not print %q\n%s", want, out.String())
+		}
+	}
+	for l := range strings.Lines(out.String()) {
+		if strings.HasPrefix(l, "events of the ") {
+			t.Log(strings.TrimSpace(l))
+		}
+		if strings.HasPrefix(l, "events of the ") && !strings.HasPrefix(l, "events of the unsafe") &&
+			(!strings.Contains(l, ", no gap; rebuilt from the events = the SKU's counters") || strings.Contains(l, "had not caught up")) {
+			t.Errorf("a guarded round's events do not rebuild its counters: %s", l)
+		}
+	}
 
 	// The page of the three rounds, from what the demo sampled: written where
 	// -html says, named at the end, and drawn.

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // The demo's page: the unsafe and the default rounds side by side, then the
@@ -164,6 +167,28 @@ func newChart(kind, title, explain, unit string, lo, hi, tMax float64, lines []s
 	return c
 }
 
+// changeText is an event's change, its non-zero counters signed.
+func changeText(l orders.Levels) string {
+	var parts []string
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{{"available", l.Available}, {"reserved", l.Reserved}, {"sold", l.Sold}, {"stocked", l.Stocked}} {
+		if c.v != 0 {
+			parts = append(parts, fmt.Sprintf("%s %+d", c.name, c.v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countersText is a SKU's four counters, short.
+func countersText(l orders.Levels) string {
+	return fmt.Sprintf("available %d, reserved %d, sold %d, stocked %d", l.Available, l.Reserved, l.Sold, l.Stocked)
+}
+
 // pageLink is the page's address for a browser, absolute when it can be.
 func pageLink(path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
@@ -264,6 +289,16 @@ func writePage(path string, rounds []roundSeries, carts *cartResult, o options, 
 					explainCartsAnswers, "answers/s", aLo, aHi, tMax, answerSeries(carts.Answers, "201 held")),
 			}}
 	}
+	var events []eventReport
+	for _, r := range rounds {
+		if r.Events != nil {
+			events = append(events, *r.Events)
+		}
+	}
+	if carts != nil && carts.Events != nil {
+		events = append(events, *carts.Events)
+	}
+	data["Events"] = events
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -279,8 +314,11 @@ func writePage(path string, rounds []roundSeries, carts *cartResult, o options, 
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"add": func(a, b float64) float64 { return a + b },
-	"sub": func(a, b float64) float64 { return a - b },
+	"add":      func(a, b float64) float64 { return a + b },
+	"sub":      func(a, b float64) float64 { return a - b },
+	"change":   changeText,
+	"counters": countersText,
+	"time":     func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>
@@ -290,6 +328,11 @@ h1{font-size:17px;margin:0 0 4px}h2{font-size:16px;margin:4px 0}h3{font-size:13p
 .rounds,.pair{display:flex;gap:24px}.round{width:652px}.carts{margin-top:10px}
 .verdict{margin:2px 0;font-size:13px}.bad{color:#b91c1c;font-weight:bold}.good{color:#166534;font-weight:bold}
 .explain{font-size:12px;color:#555;margin:1px 0 0;width:640px;line-height:1.3}
+.events{margin-top:14px;max-width:1328px}.event-round{margin:8px 0 12px}
+.events-explain{font-size:12px;color:#555;margin:1px 0 4px;line-height:1.3}
+.events table{border-collapse:collapse;font-size:12px;margin:4px 0}
+.events th,.events td{border:1px solid #ddd;padding:2px 6px;text-align:right}
+.events th{background:#f4f4f4}.events td.text,.events th.text{text-align:left}
 </style></head><body>
 <h1>{{.Title}}</h1>
 <p class="intro">{{.Intro}}</p>
@@ -305,7 +348,31 @@ h1{font-size:17px;margin:0 0 4px}h2{font-size:16px;margin:4px 0}h3{font-size:13p
 <p class="verdict {{if .Oversold}}bad{{else}}good{{end}}">{{.Verdict}}</p>
 <div class="pair">{{range .Charts}}<div>{{template "chart" .}}</div>{{end}}</div>
 </section>{{end}}
+{{with .Events}}<section class="events">
+<h2>The stock events of each round, from the feed (GET /v1/events)</h2>
+<p class="events-explain">Every change of a SKU's counters writes one event in the transaction that makes it, numbered per SKU
+(seq) with no gap; the relay then places it in the feed and, with --nats-url, publishes it to NATS JetStream.</p>
+{{range .}}<div class="event-round" data-round="{{.Round}}" data-ok="{{.OK}}" data-events="{{.Events}}">
+<h3>{{.Round}}</h3>
+<p class="verdict {{if .Unsafe}}bad{{else if .OK}}good{{else}}bad{{end}}">{{.Verdict}}</p>
+<p class="events-explain">{{.Explain}}</p>
+<table class="types"><tr><th class="text">events by type</th>{{range .Types}}<th>{{.Type}}</th>{{end}}<th>all</th></tr>
+<tr><td class="text">count</td>{{range .Types}}<td data-type="{{.Type}}">{{.Count}}</td>{{end}}<td>{{.Events}}</td></tr></table>
+<table class="skus"><tr><th class="text">SKU</th><th>events</th><th>seq</th><th>missing</th><th>out of order</th>
+<th class="text">rebuilt from the events</th><th class="text">the SKU's counters</th><th>counters ≠ previous + change</th></tr>
+{{range .SKUs}}<tr data-sku="{{.SKU}}" data-matches="{{.Matches}}" data-gaps="{{.Gaps}}" data-stale="{{.Stale}}"><td class="text">{{.SKU}}</td><td>{{.Events}}</td><td>{{.FirstSeq}} to {{.Seq}}</td>
+<td>{{.Gaps}}</td><td>{{.Repeats}}</td><td class="text">{{counters .Rebuilt}}</td><td class="text">{{counters .Current}}</td><td>{{.Stale}}</td></tr>
+{{end}}</table>
+{{if .First}}<table class="sample"><tr><th class="text">id</th><th class="text">type</th><th class="text">SKU</th><th>seq</th><th>quantity</th>
+<th class="text">change</th><th class="text">counters after</th><th class="text">order or hold</th><th class="text">at</th></tr>
+{{range .First}}{{template "event" .}}{{end}}{{if .Last}}<tr><td class="text" colspan="9">…</td></tr>
+{{range .Last}}{{template "event" .}}{{end}}{{end}}</table>{{end}}
+</div>
+{{end}}</section>{{end}}
 </body></html>
+{{define "event"}}<tr class="event"><td class="text">{{.ID}}</td><td class="text">{{.Type}}</td><td class="text">{{.SKU}}</td><td>{{.Seq}}</td><td>{{.Quantity}}</td>
+<td class="text">{{change .Change}}</td><td class="text">{{counters .Counters}}</td><td class="text">{{with .OrderID}}order {{.}}{{end}}{{if and .OrderID .ReservationID}}, {{end}}{{with .ReservationID}}hold {{.}}{{end}}</td><td class="text">{{time .CreatedAt}}</td></tr>
+{{end}}
 {{define "chart"}}<h3>{{.Title}}</h3>
 <p class="explain">{{.Explain}}</p>
 <svg class="chart" data-kind="{{.Kind}}" data-min="{{.Min}}" data-max="{{.Max}}" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" font-family="sans-serif" font-size="11" xmlns="http://www.w3.org/2000/svg">

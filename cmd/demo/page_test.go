@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // fixtureRounds are recorded-looking rounds: unsafe sells 100 units 30 times
@@ -45,6 +47,8 @@ func fixtureRounds() []roundSeries {
 		rounds[1].Answers.Refused = append(rounds[1].Answers.Refused, point{t, 1900 - sold + jitter})
 		rounds[1].Answers.Other = append(rounds[1].Answers.Other, point{t, 0})
 	}
+	rounds[0].Events = fixtureEvents("unsafe", true, unsafeSale, 100, 1500)
+	rounds[1].Events = fixtureEvents("lock-batch", false, sale, 100, 50)
 	for r := range rounds {
 		for k := range 3 {
 			var lat []point
@@ -83,7 +87,30 @@ func fixtureCarts() *cartResult {
 			c.Answers.Other = append(c.Answers.Other, point{t, 0})
 		}
 	}
+	c.Events = fixtureEvents(cartsRound, false, cartSale, 20, 20)
 	return c
+}
+
+// fixtureEvents is a round's events as the demo reads them from the feed, of
+// a SKU sold by sell.
+func fixtureEvents(round string, unsafe bool, sell func(string, int64, int) ([]orders.Event, orders.Levels),
+	stock int64, orderCount int) *eventReport {
+	sku := "demo-" + round + "-0"
+	evs, counters := sell(sku, stock, orderCount)
+	evs = feedOf(evs...)
+	r := eventReport{Round: round, Unsafe: unsafe, Events: len(evs), CaughtUp: true,
+		SKUs:  []skuEvents{checkSKU(sku, evs, counters)},
+		First: evs[:eventsShown], Last: evs[len(evs)-eventsShown:]}
+	counts := map[orders.EventType]int{}
+	for _, e := range evs {
+		counts[e.Type]++
+	}
+	for _, t := range orders.EventTypes {
+		if counts[t] > 0 {
+			r.Types = append(r.Types, typeCount{t, counts[t]})
+		}
+	}
+	return &r
 }
 
 var fixtureCartOptions = cartOptions{stock: 20, shoppers: 300, ttl: 3 * time.Second, sweep: 200 * time.Millisecond}
@@ -344,6 +371,82 @@ func checkPage(t *testing.T, page []byte, replicas int) {
 	checkAnswers(t, page)
 	checkTicks(t, page)
 	checkExplained(t, page)
+	checkEvents(t, page)
+}
+
+var (
+	eventsRe     = regexp.MustCompile(`(?s)<section class="events">(.*?)</section>`)
+	eventRoundRe = regexp.MustCompile(`(?s)<div class="event-round" data-round="([^"]+)" data-ok="([^"]+)" data-events="(\d+)">(.*?)</div>`)
+	typeCountRe  = regexp.MustCompile(`<td data-type="([^"]+)">(\d+)</td>`)
+	skuRowRe     = regexp.MustCompile(`<tr data-sku="([^"]+)" data-matches="([^"]+)" data-gaps="(\d+)" data-stale="(\d+)">`)
+	eventRowRe   = regexp.MustCompile(`<tr class="event">`)
+)
+
+// checkEvents checks the page's section of the rounds' stock events: one part
+// per round, in order; the counts by type adding up to the round's events;
+// each SKU's check; the first and last events. The guarded rounds' events
+// rebuild their SKU's counters with no gap; the unsafe round's are described
+// as what they are.
+func checkEvents(t *testing.T, page []byte) {
+	t.Helper()
+	m := eventsRe.FindSubmatch(page)
+	if m == nil {
+		t.Errorf("the page has no section of the rounds' events (<section class=\"events\">)")
+		return
+	}
+	parts := eventRoundRe.FindAllSubmatch(m[1], -1)
+	var names []string
+	for _, p := range parts {
+		names = append(names, string(p[1]))
+	}
+	if strings.Join(names, " ") != "unsafe "+string(orders.DefaultStrategy)+" "+cartsRound {
+		t.Fatalf("the events of rounds %v, want unsafe, %s and carts", names, orders.DefaultStrategy)
+	}
+	for _, p := range parts {
+		round, ok, body := string(p[1]), string(p[2]), string(p[4])
+		total, _ := strconv.Atoi(string(p[3]))
+		sum := 0
+		for _, c := range typeCountRe.FindAllStringSubmatch(body, -1) {
+			n, _ := strconv.Atoi(c[2])
+			sum += n
+		}
+		if total == 0 || sum != total {
+			t.Errorf("%s: %d events, %d in the counts by type", round, total, sum)
+		}
+		want := []string{"order.placed"} // the rounds sell; the carts round holds, and its holds expire
+		if round == cartsRound {
+			want = []string{"reservation.created", "reservation.confirmed", "reservation.expired"}
+		}
+		for _, w := range want {
+			if !strings.Contains(body, `<td data-type="`+w+`">`) {
+				t.Errorf("%s: no %s event counted", round, w)
+			}
+		}
+		skus := skuRowRe.FindAllStringSubmatch(body, -1)
+		if len(skus) != 1 {
+			t.Errorf("%s: %d SKU rows, want the round's one SKU", round, len(skus))
+		}
+		for _, s := range skus {
+			if s[3] != "0" {
+				t.Errorf("%s: SKU %s has %s seqs missing", round, s[1], s[3])
+			}
+			if round == "unsafe" {
+				continue
+			}
+			if ok != "true" || s[2] != "true" || s[4] != "0" {
+				t.Errorf("%s: SKU %s: check ok %s, rebuilt = counters %s, %s stale counters; want true, true, 0", round, s[1], ok, s[2], s[4])
+			}
+		}
+		if n := len(eventRowRe.FindAllString(body, -1)); n < 2 || n > 2*eventsShown {
+			t.Errorf("%s: %d events shown, want the first and last few", round, n)
+		}
+		if ref := map[bool]string{true: ">hold ", false: ">order "}[round == cartsRound]; !strings.Contains(body, ref) {
+			t.Errorf("%s: the events shown name no %s", round, strings.Trim(ref, "> "))
+		}
+		if round == "unsafe" && !strings.Contains(body, "The unsafe strategy writes events too") {
+			t.Errorf("unsafe: the page does not say what its events are")
+		}
+	}
 }
 
 var (

@@ -48,7 +48,8 @@ type roundSeries struct {
 	Result   roundResult
 	Left     []point // stocked - sold - reserved: below zero is oversold
 	Answers  answerLines
-	Latency  [][]point // per replica, the mean latency of the order requests in ms
+	Latency  [][]point    // per replica, the mean latency of the order requests in ms
+	Events   *eventReport // the round's stock events, from the feed
 }
 
 // stockLines are a SKU's units over time, for the carts round.

@@ -100,7 +100,7 @@ func TestComposeStack(t *testing.T) {
 		_, _ = stream(ctx, t, dc("logs", "--no-color", "--tail", "5")...)
 		t.Fatalf("docker compose up --exit-code-from demo exited %d", code)
 	}
-	accepted := checkDemoTables(t, demoOut)
+	accepted, events := checkDemoTables(t, demoOut)
 	logImageSize(ctx, t, "stockguard:local")
 
 	step(t, "the stack again, without the demo")
@@ -114,6 +114,9 @@ func TestComposeStack(t *testing.T) {
 	}
 	checkPrometheus(ctx, t, accepted)
 	checkNginxProblem(ctx, t)
+	// The demo read its rounds' events from the feed; the relay published
+	// them to JetStream too.
+	waitStreamHolds(ctx, t, dc, int64(events), "the demo's rounds' events")
 
 	step(t, "faults: a replica killed and Redis restarted during a round")
 	faultRound(ctx, t, dc)
@@ -242,7 +245,7 @@ func health(ctx context.Context) (map[string]string, error) {
 
 // healthChecked are the services with a health check: all of them but the
 // one-shot migrate and the demo.
-var healthChecked = []string{"redis", "postgres", "replica1", "replica2", "replica3", "unsafe1", "unsafe2", "unsafe3", "nginx", "prometheus"}
+var healthChecked = []string{"redis", "postgres", "nats", "replica1", "replica2", "replica3", "unsafe1", "unsafe2", "unsafe3", "nginx", "prometheus"}
 
 func allHealthy(h map[string]string) bool {
 	for _, svc := range healthChecked {
@@ -329,16 +332,65 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // The demo's rows: "strategy accepted stocked sold oversold req/s p95 p99" and
 // "round stocked holds held sold expired resold released oversold", after
-// compose's "demo-1  | " prefix.
+// compose's "demo-1  | " prefix; and its line per round of the events it read
+// from the feed.
 var (
-	roundRow = regexp.MustCompile(`^(unsafe|lock-batch)\s+(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s`)
-	cartsRow = regexp.MustCompile(`^carts\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)$`)
+	roundRow  = regexp.MustCompile(`^(unsafe|lock-batch)\s+(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s`)
+	cartsRow  = regexp.MustCompile(`^carts\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)$`)
+	eventsRow = regexp.MustCompile(`^events of the (unsafe|lock-batch|carts) round: (\d+) events \(`)
 )
 
 // checkDemoTables reads the demo's output: the control group oversold, the
-// default strategy did not, the carts round did not and its audit agreed. It
-// returns the orders the default round accepted.
-func checkDemoTables(t *testing.T, out string) int {
+// default strategy did not, the carts round did not and its audit agreed;
+// each round's events were read from the feed, and the guarded rounds'
+// rebuild their SKU's counters with no gap. It returns the orders the default
+// round accepted and the events of the three rounds.
+func checkDemoTables(t *testing.T, out string) (accepted, events int) {
+	t.Helper()
+	accepted = checkRoundTables(t, out)
+	rounds, problems := demoEvents(out)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for _, n := range rounds {
+		events += n
+	}
+	t.Logf("demo: events read from the feed: %v", rounds)
+	return accepted, events
+}
+
+// demoEvents reads the demo's line per round of the events it read from the
+// feed: how many of each round's, and what is wrong with them.
+func demoEvents(out string) (map[string]int, []string) {
+	rounds := map[string]int{}
+	var problems []string
+	for line := range strings.Lines(out) {
+		if _, after, ok := strings.Cut(line, "| "); ok {
+			line = after
+		}
+		line = strings.TrimSpace(line)
+		m := eventsRow.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		rounds[m[1]] = n
+		if m[1] != "unsafe" && (!strings.Contains(line, ", no gap; rebuilt from the events = the SKU's counters") ||
+			strings.Contains(line, "had not caught up")) {
+			problems = append(problems, fmt.Sprintf("the %s round's events do not rebuild its counters: %s", m[1], line))
+		}
+	}
+	for _, r := range []string{"unsafe", "lock-batch", "carts"} {
+		if rounds[r] == 0 {
+			problems = append(problems, fmt.Sprintf("the demo read no events of the %s round from the feed", r))
+		}
+	}
+	return rounds, problems
+}
+
+// checkRoundTables checks the demo's tables and returns the orders the
+// default round accepted.
+func checkRoundTables(t *testing.T, out string) int {
 	t.Helper()
 	oversold := map[string]int{}
 	accepted := map[string]int{}
@@ -382,6 +434,60 @@ func checkDemoTables(t *testing.T, out string) int {
 	t.Logf("demo: unsafe oversold %d, lock-batch accepted %d and oversold 0, carts %v (stocked holds held sold expired resold released oversold)",
 		oversold["unsafe"], accepted["lock-batch"], carts)
 	return accepted["lock-batch"]
+}
+
+// streamMessages is the number of messages JetStream's stream of stock
+// events (STOCKGUARD) holds, from the nats container's monitoring port
+// (/jsz); 0 before a relay made the stream.
+func streamMessages(ctx context.Context, dc func(...string) []string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := command(ctx, dc("exec", "-T", "nats", "wget", "-qO-", "http://127.0.0.1:8222/jsz?streams=true")...).Output()
+	if err != nil {
+		return 0, fmt.Errorf("GET /jsz in the nats container: %w", err)
+	}
+	var jsz struct {
+		Accounts []struct {
+			Streams []struct {
+				Name  string
+				State struct{ Messages int64 }
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.Unmarshal(out, &jsz); err != nil {
+		return 0, fmt.Errorf("/jsz: %w", err)
+	}
+	for _, a := range jsz.Accounts {
+		for _, s := range a.Streams {
+			if s.Name == "STOCKGUARD" {
+				return s.State.Messages, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// waitStreamHolds waits, for at most two minutes, until the stream holds at
+// least want messages: the relay delivered what it was asked to, its backlog
+// drained.
+func waitStreamHolds(ctx context.Context, t *testing.T, dc func(...string) []string, want int64, what string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var n int64
+	var err error
+	for {
+		if n, err = streamMessages(ctx, dc); err == nil && n >= want {
+			t.Logf("JetStream: the stream STOCKGUARD holds %d messages, at least %d (%s)", n, want, what)
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("JetStream: the stream STOCKGUARD holds %d messages (%v) two minutes on; want at least %d (%s)", n, err, want, what)
+			return n
+		}
+		if !sleep(ctx, time.Second) {
+			t.Fatal(ctx.Err())
+		}
+	}
 }
 
 func logImageSize(ctx context.Context, t *testing.T, image string) {

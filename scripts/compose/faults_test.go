@@ -52,6 +52,10 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) 
 		t.Fatal(err)
 	}
 	prefix := "faults-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	streamBefore, err := streamMessages(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	load := command(ctx, dc("run", "--rm", "--no-deps", "-T", "-v", dir+":/out", "--entrypoint", "/usr/local/bin/loadtest", "demo",
 		"-url", "http://nginx:8080", "-admin-token", adminToken, "-vus", "32", "-duration", faultDuration.String(),
 		"-skus", strconv.Itoa(faultSKUs), "-stock", strconv.Itoa(faultStock), "-prefix", prefix, "-cancel", "0.05", "-retry", "0.2",
@@ -115,6 +119,11 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) 
 	if s.Accepted == 0 {
 		t.Error("fault round: no order accepted")
 	}
+
+	// The stock events reached JetStream through the faults: each accepted
+	// order wrote at least one, and the relay (on whichever replica leads it,
+	// through replica2's death and Redis's restart) delivered them all.
+	waitStreamHolds(ctx, t, dc, streamBefore+int64(s.Accepted), "the fault round's orders' events")
 
 	// Every acknowledged unit is in PostgreSQL, read directly: the live orders'
 	// lines of the round's SKUs. An order whose answer was lost and could not be
