@@ -43,7 +43,7 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 	CGO_ENABLED=0 GO='$(GO)' bin/gotest -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
-test-faults: ## Run the fault-injection tests (PostgreSQL, redis-server, etcd, ZooKeeper, Azurite and Patroni needed; ~18-26 min); results in faults.out. Fails when none ran.
+test-faults: ## Run the fault-injection tests (PostgreSQL, redis-server, etcd, ZooKeeper, Azurite, Patroni and nats-server needed; ~19-28 min); results in faults.out. Fails when none ran.
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
 .PHONY: compose-test

@@ -60,7 +60,10 @@ type cluster struct {
 	ns         string
 	lb         *balancer
 	hot        string // the load's hot SKU
-	probe      string // the SKU of the test's own probe orders, if any (replicated_test.go)
+	// auditEvents makes the load generator's audit read the events feed too
+	// (its -audit-events): the events tests'.
+	auditEvents bool
+	probe       string // the SKU of the test's own probe orders, if any (replicated_test.go)
 
 	tox   *toxiproxy.ApiServer
 	links []*toxiproxy.Proxy // per replica index, when the replicas reach Redis through toxiproxy

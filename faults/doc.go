@@ -10,13 +10,17 @@
 // master of a Sentinel group killed, stopped, or killed after its replica was cut
 // off, and a master of a six-node Redis Cluster killed. Holds (holds_test.go):
 // the sweeper's leader stopped past its lease and killed, holds falling due
-// while Redis is down, and confirms racing expiry. After each, the invariants
+// while Redis is down, and confirms racing expiry. Stock events
+// (events_test.go): the private nats-server stopped for 10 s under load and the
+// relay's leader killed, then the relay's leader killed between its publish
+// and its mark, three times; after each the whole stream is read back and every
+// SKU's counters rebuilt from its events alone. After each, the invariants
 // I1-I7 of the design are checked through the API and directly in the
 // database.
 //
 // The tests carry the build tag "faults", so that "make test" stays fast; run them
 // with "make test-faults". They need PostgreSQL (STOCKGUARD_TEST_DATABASE_URL) and
-// redis-server on the PATH; a test that cannot run is reported as skipped, with
+// redis-server on the PATH (the events tests nats-server too); a test that cannot run is reported as skipped, with
 // the reason, and a run in which none ran fails. FAULTS.md, at the root of the
 // repository, says what each test injects and checks, with the figures of the
 // last run.

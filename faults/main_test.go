@@ -306,6 +306,9 @@ type result struct {
 
 	// Holds is what became of the holds, in the holds tests (holds_test.go).
 	Holds *holdFigures `json:"holds,omitempty"`
+	// Events is what the stream held against the database, in the events
+	// tests (events_test.go).
+	Events *eventFigures `json:"events,omitempty"`
 }
 
 func (r *result) line() string {
@@ -318,7 +321,14 @@ func (r *result) line() string {
 	}
 	return fmt.Sprintf("FAULT %s strategy=%s%s passed=%v oversold=%d lost_acked=%d fence_rejections=%g leases_lost=%g overlap=%q recovery=%s acked=%d errors_5xx=%d unsettled=%d fences_monotonic=%v cache=%s detail=%q",
 		r.Fault, r.Strategy, seed, r.Passed, r.Oversold, r.LostAcked, r.FenceRejections, r.LeasesLost, r.Overlap, r.recovery(),
-		r.Acknowledged, r.Errors, r.Unsettled, r.FencesMonotonic, r.CacheConverged, r.Detail) + r.holds()
+		r.Acknowledged, r.Errors, r.Unsettled, r.FencesMonotonic, r.CacheConverged, r.Detail) + r.holds() + r.events()
+}
+
+func (r *result) events() string {
+	if r.Events == nil {
+		return ""
+	}
+	return " events=" + r.Events.String()
 }
 
 func (r *result) holds() string {

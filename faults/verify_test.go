@@ -53,6 +53,12 @@ type loadSummary struct {
 		Mismatches   []string `json:"mismatches"`
 		ServerAudit  bool     `json:"server_audit"`
 		AuditProblem string   `json:"audit_problem"`
+		// Events is the audit of the feed, with cluster.auditEvents.
+		Events *struct {
+			Run      int      `json:"events_run_skus"`
+			Told     bool     `json:"told"`
+			Problems []string `json:"problems"`
+		} `json:"events"`
 	} `json:"audit"`
 }
 
@@ -94,6 +100,9 @@ func (c *cluster) startLoadSpread(d time.Duration, vus, spreadVUs int) *loadRun 
 		"baseURL": c.lb.url, "adminToken": adminToken, "timeout": clientTimeout.String(),
 		"scenarios":  scenarios,
 		"thresholds": map[string]any{"oversold": []string{"count==0"}},
+	}
+	if c.auditEvents {
+		cfg["auditEvents"] = true
 	}
 	b, _ := json.Marshal(cfg)
 	cfgPath := filepath.Join(dir, "scenario.json")
