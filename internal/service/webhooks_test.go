@@ -209,9 +209,11 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 	if f, g := failures(fw.ID), failures(gw.ID); len(f) > 0 || len(g) > 0 {
 		t.Fatalf("the healthy endpoint had its events after %v, when the others had given up on %d and %d", time.Since(start), len(f), len(g))
 	}
-	if failing.Load() == 0 || hanging.Load() == 0 {
-		t.Fatalf("the others were not tried meanwhile: %d and %d attempts", failing.Load(), hanging.Load())
-	}
+	// They are tried (on a busy machine, maybe only after the healthy one was
+	// served: each endpoint has its own goroutine).
+	until(t, 10*time.Second, "an attempt at the failing and the hanging endpoints", func() bool {
+		return failing.Load() > 0 && hanging.Load() > 0
+	})
 
 	// The others give up on each event after the window, record it, and go on.
 	for _, id := range []string{fw.ID, gw.ID} {
