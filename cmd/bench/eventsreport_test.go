@@ -170,12 +170,17 @@ func TestEventsSectionFromJSON(t *testing.T) {
 		}
 	}
 
+	if strings.Contains(got, "range from") {
+		t.Error("rounds' ratios of 1.05 and 1.05 are called spread")
+	}
+
 	// A cost above the target, a stream short of the outbox, no catch-up.
-	e.Costs[0].Path = 1.2
+	e.Costs[0].Path, e.Costs[0].PairPath = 1.2, []float64{0.6, 1.8}
 	e.CatchUp.StreamMessages, e.CatchUp.CaughtUp = 29_999, false
 	md.Reset()
 	e.markdown(&md, "benchmarks")
-	for _, want := range []string{"| ≤ 1.10× | 1.20× | **miss** |", "29,999 of 30,000 | **miss** |", "**not caught up within 120 s**"} {
+	for _, want := range []string{"| ≤ 1.10× | 1.20× | **miss** |", "29,999 of 30,000 | **miss** |", "**not caught up within 120 s**",
+		"**one hot SKU: the rounds' ratios range from 0.60 to 1.80**"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the section lacks %q:\n%s", want, md.String())
 		}

@@ -64,8 +64,8 @@ func (s *natsServer) start(ctx context.Context) error {
 		return err
 	}
 	host, port, _ := net.SplitHostPort(s.addr)
-	// Not tied to ctx: stop and close end it, and the bench always calls close.
-	cmd := exec.Command("nats-server", "-a", host, "-p", port, "-n", s.name, "-js", "-sd", filepath.Join(s.dir, "jetstream")) //nolint:gosec // fixed program, our arguments
+	// Not ended with ctx: stop and close end it, and the bench always calls close.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), "nats-server", "-a", host, "-p", port, "-n", s.name, "-js", "-sd", filepath.Join(s.dir, "jetstream")) //nolint:gosec // fixed program, our arguments
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
