@@ -123,7 +123,8 @@ type options struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	profile := fs.String("profile", "quick", "quick (under 10 minutes) or full")
+	profile := fs.String("profile", "quick", "quick or full: quick's strategies take under 10 minutes, and each section after them adds its own "+
+		"(the stock events about 3, the soaks the most)")
 	strategies := fs.String("strategies", joinStrategies(orders.Strategies), "strategies to measure, comma-separated")
 	names := fs.String("workloads", "hot,zipf,multi", "workloads to run, comma-separated: hot, zipf, multi")
 	vus := fs.String("vus", "", "VU counts, comma-separated (default: the profile's)")
