@@ -68,6 +68,11 @@ func (r *Results) charts(dir string) error {
 			return err
 		}
 	}
+	if r.Events != nil {
+		if err := r.Events.writeFiles(dir); err != nil { // events.json and events.png
+			return err
+		}
+	}
 	return savePanels(filepath.Join(dir, "latency.png"), lat)
 }
 

@@ -19,8 +19,11 @@ import (
 // benchTables are every table a run writes. Holds' tables and the sweeper's
 // leader fence are among them: a fresh Redis namespace restarts the lease's
 // tokens at 1, and a leader fence left by an earlier run would make the
-// database refuse the new sweeper's writes.
-const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_records, reservations, reservation_lines, leader_fences, stock_events"
+// database refuse the new sweeper's writes. The events' cursors go with the
+// events: feed positions start again at 1 on an emptied stock_events, and a
+// cursor left at an earlier run's position would count the new events as
+// delivered.
+const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_records, reservations, reservation_lines, leader_fences, stock_events, event_cursors"
 
 // cluster is replicas of one strategy behind a balancer, on emptied tables and
 // a Redis namespace of their own.

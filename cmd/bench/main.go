@@ -10,6 +10,7 @@
 //	go run ./cmd/bench -profile full   # longer runs, more repeats
 //	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
 //	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
+//	go run ./cmd/bench -events only    # the stock events alone: their section replaced in place
 //	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders, then the checkout soak: its section replaced in place
 package main
 
@@ -107,6 +108,8 @@ type options struct {
 	holdsVUs    int
 	locks       string // on, off or only
 	locksVUs    int
+	events      string // on, off or only
+	eventsVUs   int
 	requireReal bool   // STOCKGUARD_TEST_REQUIRE_REAL=1: no lock service skipped for want of a redis-server
 	soak        string // on, off or only
 	soakOrders  int64
@@ -120,7 +123,8 @@ type options struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	profile := fs.String("profile", "quick", "quick (under 10 minutes) or full")
+	profile := fs.String("profile", "quick", "quick or full: quick's strategies take under 10 minutes, and each section after them adds its own "+
+		"(the stock events about 3, the soaks the most)")
 	strategies := fs.String("strategies", joinStrategies(orders.Strategies), "strategies to measure, comma-separated")
 	names := fs.String("workloads", "hot,zipf,multi", "workloads to run, comma-separated: hot, zipf, multi")
 	vus := fs.String("vus", "", "VU counts, comma-separated (default: the profile's)")
@@ -140,6 +144,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&o.locks, "locks", "on", "the lock services benchmark (redis, redlock, postgres, etcd, zk, azblob) on the default strategy: on, off, or only "+
 		"(nothing else measured; its section of the report, locks.json and locks.png replaced in place)")
 	fs.IntVar(&o.locksVUs, "locks-vus", 64, "VUs of the lock services benchmark")
+	fs.StringVar(&o.events, "events", "on", "the stock events benchmark on the default strategy (events off against on with a private NATS JetStream, "+
+		"ABBA; then NATS stopped for 10s under load and the catch-up timed): on, off, or only (nothing else measured; its section of the report, "+
+		"events.json and events.png replaced in place)")
+	fs.IntVar(&o.eventsVUs, "events-vus", 64, "VUs of the stock events benchmark")
 	fs.StringVar(&o.soak, "soak", "on", "the soak on the default strategy, hot and zipf alternating until the database holds -soak-orders orders, "+
 		"then the checkout soak to -soak-holds holds, never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
 	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
@@ -151,7 +159,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"in a run of its own after the points of its first round, written to the -out folder with its top 20; 0 turns it off", profileVUs))
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
 	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
-		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Soak section and chart from a soak.json)")
+		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Stock events section and chart from an events.json, the Soak section and chart from a soak.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -185,6 +193,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if o.locksVUs < 1 {
 		return fmt.Errorf("locks-vus: %d is not a positive number", o.locksVUs)
+	}
+	if o.events != "on" && o.events != "off" && o.events != "only" {
+		return fmt.Errorf("events: %q (want on, off or only)", o.events)
+	}
+	if o.eventsVUs < 1 {
+		return fmt.Errorf("events-vus: %d is not a positive number", o.eventsVUs)
 	}
 	if o.soak != "on" && o.soak != "off" && o.soak != "only" {
 		return fmt.Errorf("soak: %q (want on, off or only)", o.soak)
@@ -243,6 +257,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			res.Locks.printSummary(stdout)
 			fmt.Fprintf(stdout, "\nwrote the Lock services section of %s, %s/locks.json and %s/locks.png\n", o.markdown, o.out, o.out)
 		}
+		if res.Events != nil {
+			if err := res.Events.writeOnly(o); err != nil {
+				return err
+			}
+			res.Events.printSummary(stdout)
+			fmt.Fprintf(stdout, "\nwrote the Stock events section of %s, %s/events.json and %s/events.png\n", o.markdown, o.out, o.out)
+		}
 		if o.soak == "only" {
 			return runSoak(ctx, o, log, stdout)
 		}
@@ -256,10 +277,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return soakAfterReport(ctx, o, log, stdout)
 }
 
-// only says whether a section alone is measured (-holds only, -locks only, or
-// both): then the strategies and the sections left on are not. -soak only is
+// only says whether a section alone is measured (-holds only, -locks only,
+// -events only, or several): then the strategies and the sections left on are not. -soak only is
 // not among them: it measures nothing else, and runs beside them when combined.
-func (o options) only() bool { return o.holds == "only" || o.locks == "only" }
+func (o options) only() bool { return o.holds == "only" || o.locks == "only" || o.events == "only" }
 
 func joinStrategies(ss []orders.Strategy) string {
 	names := make([]string, len(ss))
@@ -292,6 +313,17 @@ func rerender(path string, o options, stdout io.Writer) error {
 			return err
 		}
 		s.printSummary(stdout)
+		return nil
+	}
+	if filepath.Base(path) == "events.json" {
+		var e EventsResults
+		if err := json.Unmarshal(b, &e); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := e.writeOnly(o); err != nil {
+			return err
+		}
+		e.printSummary(stdout)
 		return nil
 	}
 	if filepath.Base(path) == "locks.json" {

@@ -94,6 +94,10 @@ The balancer and the generator are not counted: they are the client's side.
 		r.Locks.markdown(w, o.out)
 		fmt.Fprintln(w)
 	}
+	if r.Events != nil {
+		r.Events.markdown(w, o.out)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprint(w, `## The strategies
 
 | strategy | what it does per order |

@@ -125,6 +125,11 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 				return nil, interrupted(ctx, err)
 			}
 		}
+		if o.events == "only" {
+			if res.Events, err = measureEvents(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+				return nil, interrupted(ctx, err)
+			}
+		}
 		return res, nil
 	}
 	rounds := o.profile.Repeats
@@ -178,6 +183,11 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 	}
 	if o.locks == "on" {
 		if res.Locks, err = measureLocks(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+	}
+	if o.events == "on" {
+		if res.Events, err = measureEvents(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
 			return nil, interrupted(ctx, err)
 		}
 	}

@@ -46,6 +46,8 @@ type Results struct {
 	Targets    []Target      `json:"targets"`
 	Holds      *HoldsResults `json:"holds,omitempty"`
 	Locks      *LocksResults `json:"locks,omitempty"`
+	// Events is the stock events' section (issue 32), when measured.
+	Events *EventsResults `json:"events,omitempty"`
 }
 
 // Point is the medians of the runs of one strategy, workload and VU count.
@@ -428,6 +430,9 @@ func (r *Results) printSummary(w io.Writer) {
 	}
 	if r.Locks != nil {
 		r.Locks.printSummary(w)
+	}
+	if r.Events != nil {
+		r.Events.printSummary(w)
 	}
 }
 

@@ -141,6 +141,12 @@ func TestPublishAndReadBack(t *testing.T) {
 	msgs := s.events("e", 300, "SKU-1", "a.b", "a_b")
 	publish(t, p, msgs)
 	same(t, s.readAll(t, ""), msgs)
+	if n, err := jetstream.StreamMessages(ctx, s.url, opts.Stream); n != 300 || err != nil {
+		t.Errorf("StreamMessages = %d, %v; want 300", n, err)
+	}
+	if _, err := jetstream.StreamMessages(ctx, s.url, opts.Stream+"_NONE"); err == nil {
+		t.Error("StreamMessages of a stream that does not exist: no error")
+	}
 
 	var one []jetstream.Message
 	for _, m := range msgs {

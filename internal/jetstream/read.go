@@ -97,3 +97,31 @@ func ReadAll(ctx context.Context, servers, stream, subject string) ([]Received, 
 		}
 	}
 }
+
+// StreamMessages is how many messages stream holds, from its info, within
+// ctx: what a tool compares with the events the database wrote without
+// reading them all back.
+func StreamMessages(ctx context.Context, servers, stream string) (uint64, error) {
+	timeout := DefaultTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	nc, err := nats.Connect(servers, nats.Name("stockguard-streaminfo"), nats.Timeout(timeout))
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: %w", err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: stream %s: %w", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: stream %s: %w", stream, err)
+	}
+	return info.State.Msgs, nil
+}
