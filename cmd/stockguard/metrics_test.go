@@ -290,8 +290,8 @@ func TestEventObserver(t *testing.T) {
 			t.Errorf("%s{destination=nats} before any event: %v, want 0 (exported from the start)", name, v)
 		}
 	}
-	if n := len(f["stockguard_events_delivery_lag_seconds"].GetMetric()); n != 1 {
-		t.Errorf("%d delivery lag series before any event, want nats's", n)
+	if n := len(f["stockguard_events_delivery_lag_seconds"].GetMetric()); n != 2 {
+		t.Errorf("%d delivery lag series before any event, want nats's and webhook's", n)
 	}
 
 	o.RelayLeading(true)
