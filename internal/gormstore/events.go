@@ -177,6 +177,15 @@ func (s *Store) PlaceEvents(ctx context.Context, limit int, leader orders.Leader
 		if err := s.lead(tx, leader); err != nil {
 			return err
 		}
+		if tx.Name() == "postgres" {
+			// One statement: the next positions counted on from the last, in
+			// id order, by a window over the events not placed yet.
+			res := tx.Exec(`UPDATE stock_events e SET position = v.pos FROM (
+  SELECT id, (SELECT COALESCE(MAX(position), 0) FROM stock_events) + row_number() OVER (ORDER BY id) AS pos
+  FROM stock_events WHERE position IS NULL ORDER BY id LIMIT ?) v WHERE e.id = v.id`, limit)
+			n = int(res.RowsAffected)
+			return res.Error
+		}
 		var ids []int64
 		if err := tx.Model(&eventRow{}).Where("position IS NULL").Order("id").Limit(limit).Pluck("id", &ids).Error; err != nil {
 			return err
@@ -261,11 +270,33 @@ func (s *Store) MarkDelivered(ctx context.Context, destination string, through i
 func (s *Store) Events(ctx context.Context, after int64, limit int) ([]orders.Event, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
-	var rows []eventRow
-	if err := db.Where("position > ?", after).Order("position").Limit(limit).Find(&rows).Error; err != nil {
-		return nil, unavailable("list events", err)
+	out, err := readEvents(db, after, limit)
+	return out, unavailable("list events", err)
+}
+
+// eventColumns are what readEvents scans, in eventRow's order.
+const eventColumns = "id, sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked, " +
+	"available, reserved, sold, stocked, order_id, reservation_id, created_at, position"
+
+// readEvents reads events in feed order with a scan of its own rather than
+// GORM's Find, which reflects on every field of every row: the relay reads
+// every event once, and this was most of its cost.
+func readEvents(db *gorm.DB, after int64, limit int) ([]orders.Event, error) {
+	rows, err := db.Raw("SELECT "+eventColumns+" FROM stock_events WHERE position > ? ORDER BY position LIMIT ?", after, limit).Rows()
+	if err != nil {
+		return nil, err
 	}
-	return eventsOf(rows), nil
+	defer func() { _ = rows.Close() }()
+	out := make([]orders.Event, 0, limit)
+	for rows.Next() {
+		var r eventRow
+		if err := rows.Scan(&r.ID, &r.SKU, &r.Seq, &r.Type, &r.Quantity, &r.DAvailable, &r.DReserved, &r.DSold, &r.DStocked,
+			&r.Available, &r.Reserved, &r.Sold, &r.Stocked, &r.OrderID, &r.HoldID, &r.CreatedAt, &r.Position); err != nil {
+			return nil, err
+		}
+		out = append(out, r.event())
+	}
+	return out, rows.Err()
 }
 
 // EventBacklog counts the events not placed yet or placed after position
