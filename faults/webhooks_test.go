@@ -57,14 +57,15 @@ const (
 	whLagBound = 2 * time.Second
 	// The orders during the failures against the baseline: throughput at least
 	// whThroughputFactor of it, p99 at most whP99Factor times it plus
-	// whP99Slack. Generous: the windows are a few seconds of a shared 2-core
-	// machine with race-detector replicas, where the same load's figures vary
-	// by a third from one window to the next with no fault at all; the bound
-	// catches the failing endpoints holding up anything the orders wait on
-	// (their p99 would then reach the webhook timeout and the retry window,
-	// seconds), not a few per cent.
-	whThroughputFactor = 0.5
-	whP99Factor        = 2.5
+	// whP99Slack. Generous: the windows are seconds of a shared 2-core machine
+	// with race-detector replicas; in four passing runs the throughput during
+	// the failures was 0.66 to 1.41 of the baseline's and the p99 0.88 to 2.06
+	// times it, while the failing endpoints add two requests a second. The
+	// bounds catch the failing endpoints holding up anything the orders wait
+	// on (their p99 would then reach the webhook timeout and the retry
+	// window, seconds), not a few per cent.
+	whThroughputFactor = 0.4
+	whP99Factor        = 3.0
 	whP99Slack         = 250 * time.Millisecond
 	// whDrain bounds the wait, after the load, for the healthy endpoint and the
 	// stream to have every event of the feed.
@@ -84,6 +85,18 @@ const (
 	mDeliveryLag     = "stockguard_events_delivery_lag_seconds_bucket"
 	whNATS           = `destination="nats"`
 )
+
+// whPoll polls cond every 10ms until it holds (true) or within has passed
+// (false), for a wait whose end is itself checked.
+func whPoll(within time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(within); !cond(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		hold(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+	return true
+}
 
 // whArrival is one request an endpoint received.
 type whArrival struct {
@@ -428,10 +441,13 @@ func TestWebhookEndpointFails(t *testing.T) {
 		t.Fatal("the feed is empty")
 	}
 	last, _ := orders.EventPosition(feed[len(feed)-1].ID)
-	waitFor(t, whDrain, "the healthy endpoint having every event of the feed", func() bool {
+	// Not fatal when it does not: what it had is checked, with the figures.
+	if !whPoll(whDrain, func() bool {
 		a, _ := healthy.snapshot()
 		return len(a) > 0 && a[len(a)-1].pos >= last
-	})
+	}) {
+		t.Errorf("the healthy endpoint did not have every event of the feed %s after the load ended", whDrain)
+	}
 	healthyDrain := time.Since(drained)
 
 	// The healthy endpoint: every event from its registration on, once, in
@@ -480,7 +496,7 @@ func TestWebhookEndpointFails(t *testing.T) {
 	// The stream: every event of the feed, once, by its id; the backlog back to 0.
 	var streamed int
 	var streamErr error
-	waitFor(t, whDrain, "the stream holding every event of the feed", func() bool {
+	whPoll(whDrain, func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer rcancel()
 		msgs, err := jetstream.ReadAll(rctx, nats.URL, jetstream.DefaultStream, "")
