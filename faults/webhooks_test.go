@@ -51,22 +51,26 @@ const (
 	// placing round (every 100 ms when idle), the endpoint's goroutine reading
 	// the feed (every 100 ms when idle), the events before it in its batch of
 	// up to 100 sent one by one (a few ms each, signed, with the race detector
-	// on), and the cursor's write. That is a few hundred ms; the rest is room
-	// for a 2-core machine shared with the replicas, PostgreSQL, the load
-	// generator and other tests, where a process may wait a second for a core.
-	whLagBound = 2 * time.Second
+	// on), and the cursor's write: a few hundred ms, and at most 1.46 s in nine
+	// runs on the shared 2-core machine, where a process may wait a second for
+	// a core. 3 s is twice that, and no more than what one failing event would
+	// cost an endpoint it held up (its retry window; then every event after it
+	// as much again: 42 s when the test's retries were serialised with the
+	// healthy deliveries).
+	whLagBound = 3 * time.Second
 	// The orders during the failures against the baseline: throughput at least
 	// whThroughputFactor of it, p99 at most whP99Factor times it plus
 	// whP99Slack. Generous: the windows are seconds of a shared 2-core machine
-	// with race-detector replicas; in four passing runs the throughput during
-	// the failures was 0.66 to 1.41 of the baseline's and the p99 0.88 to 2.06
-	// times it, while the failing endpoints add two requests a second. The
+	// with race-detector replicas; in nine passing runs the throughput during
+	// the failures was 0.50 to 1.42 of the baseline's and the p99 0.88 to 3.76
+	// times it (the lowest and highest in one run whose baseline was twice the
+	// others'), while the failing endpoints add two requests a second. The
 	// bounds catch the failing endpoints holding up anything the orders wait
-	// on (their p99 would then reach the webhook timeout and the retry
-	// window, seconds), not a few per cent.
-	whThroughputFactor = 0.4
-	whP99Factor        = 3.0
-	whP99Slack         = 250 * time.Millisecond
+	// on (their p99 would then reach the retry window, seconds), not a few
+	// per cent.
+	whThroughputFactor = 1.0 / 3
+	whP99Factor        = 4.0
+	whP99Slack         = 500 * time.Millisecond
 	// whDrain bounds the wait, after the load, for the healthy endpoint and the
 	// stream to have every event of the feed.
 	whDrain = 30 * time.Second
@@ -540,7 +544,7 @@ func TestWebhookEndpointFails(t *testing.T) {
 	// The orders: the baseline against the failures.
 	base, faulty := ordersIn(c.lb, bFrom, bTo), ordersIn(c.lb, fFrom, fTo)
 	if base.n == 0 || faulty.rate() < whThroughputFactor*base.rate() {
-		t.Errorf("orders during the failures: %s; baseline %s: below %.1f of its throughput", faulty, base, whThroughputFactor)
+		t.Errorf("orders during the failures: %s; baseline %s: below %.2f of its throughput", faulty, base, whThroughputFactor)
 	}
 	if limit := time.Duration(whP99Factor*float64(base.p99)) + whP99Slack; faulty.p99 > limit {
 		t.Errorf("orders during the failures: p99 %s, past %s (%.1f × the baseline's %s + %s)", faulty.p99, limit, whP99Factor, base.p99, whP99Slack)
