@@ -24,4 +24,10 @@
 // the reason, and a run in which none ran fails. FAULTS.md, at the root of the
 // repository, says what each test injects and checks, with the figures of the
 // last run.
+//
+// Webhooks (webhooks_test.go): an endpoint answering 500 and one hanging past
+// the webhook timeout, beside a healthy one, under orders, the replicas also
+// publishing to a private nats-server: the failing ones retried, then each
+// event recorded failed and skipped in feed order; the healthy endpoint, the
+// stream and the orders not slowed down.
 package faults
