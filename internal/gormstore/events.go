@@ -359,11 +359,3 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64
 	})
 	return n, unavailable("purge events", err)
 }
-
-func eventsOf(rows []eventRow) []orders.Event {
-	out := make([]orders.Event, len(rows))
-	for i, r := range rows {
-		out[i] = r.event()
-	}
-	return out
-}
