@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -85,7 +84,7 @@ func measureEvents(ctx context.Context, o options, bins topology.Binaries, db *g
 		}
 	}
 	log.Info("events: plan", "strategy", orders.DefaultStrategy, "vus", b.res.VUs, "workloads", names, "configurations", eventConfigs,
-		"runs", len(names)*len(eventConfigs)*b.res.Repeats, "run_length", b.res.Duration, "nats", nats.url,
+		"runs", len(names)*len(eventConfigs)*b.res.Repeats, "run_length", b.res.Duration, "nats", nats.URL,
 		"catch_up", fmt.Sprintf("%s down, %s at most to catch up", catchUpDown, catchUpWait))
 	for _, w := range o.workloads {
 		if !slices.Contains(eventWorkloads, w.Name) {
@@ -130,7 +129,7 @@ func configEnv(cfg, url string) []string {
 // configuration: a warm-up, ANALYZE, then the metered run, with the lag
 // histogram read from every replica before and after it.
 func (b *eventsBench) contender(ctx context.Context, w Workload, cfg string, nats *natsServer, round int) (EventsRun, error) {
-	c, err := startCluster(ctx, b.o, b.bins, b.db, orders.DefaultStrategy, nil, b.log, configEnv(cfg, nats.url)...)
+	c, err := startCluster(ctx, b.o, b.bins, b.db, orders.DefaultStrategy, nil, b.log, configEnv(cfg, nats.URL)...)
 	if err != nil {
 		return EventsRun{}, err
 	}
@@ -151,7 +150,7 @@ func (b *eventsBench) contender(ctx context.Context, w Workload, cfg string, nat
 	}
 	meter := newCPUMeter(ctx, b.rdb, pids)
 	if cfg == eventsOn {
-		meter.locks = []int{nats.pid()} // NATS's CPU, in the lock service's place: reported apart
+		meter.locks = []int{nats.Pid()} // NATS's CPU, in the lock service's place: reported apart
 	}
 	r, err := meteredRun(ctx, meter, b.bins.Loadtest, c.lb.URL, b.rdb, b.db, w, b.res.VUs, b.res.Duration)
 	if err != nil {
@@ -204,7 +203,7 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 	w := workloads[i]
 	res := &CatchUpResult{Workload: w.Name, VUs: b.res.VUs, DownS: catchUpDown.Seconds(), WaitS: catchUpWait.Seconds(),
 		PollS: catchUpPoll.Seconds(), Consistent: true}
-	c, err := startCluster(ctx, b.o, b.bins, b.db, orders.DefaultStrategy, nil, b.log, configEnv(eventsOn, nats.url)...)
+	c, err := startCluster(ctx, b.o, b.bins, b.db, orders.DefaultStrategy, nil, b.log, configEnv(eventsOn, nats.URL)...)
 	if err != nil {
 		return nil, err
 	}
@@ -275,11 +274,11 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 	}
 	stopped := time.Now()
 	b.log.Info("events: stopping NATS (SIGTERM)", "down_for", catchUpDown)
-	nats.stop(syscall.SIGTERM)
+	nats.Stop()
 	if err := wait(catchUpDown - time.Since(stopped)); err != nil {
 		return nil, err
 	}
-	if err := nats.start(ctx); err != nil {
+	if err := nats.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start NATS again: %w", err)
 	}
 	restarted := time.Now()
@@ -395,7 +394,7 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 		return nil, fmt.Errorf("count events: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	n, err := jetstream.StreamMessages(sctx, nats.url, jetstream.DefaultStream)
+	n, err := jetstream.StreamMessages(sctx, nats.URL, jetstream.DefaultStream)
 	cancel()
 	if err != nil {
 		return nil, err
