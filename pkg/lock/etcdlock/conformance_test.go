@@ -35,8 +35,18 @@ func TestEtcdConformance(t *testing.T) {
 			}
 		},
 		TokensSurviveRestart: true,
+		MinTTL:               etcdMinTTL,
 	})
 }
+
+// etcdMinTTL is the least TTL the watchdog's tests use on etcd. etcd grants
+// leases in whole seconds, so the suite's 600ms is a second on the server but
+// 600ms to the Client, whose renewal must then land within 400ms; and the
+// leader answers a keepalive only once it has applied what it committed, so a
+// renewal waits behind the other process's obtains, each an fsync. On a busy
+// CI machine one fsync took longer than that (the watchdog test lost its lease
+// after a second). Two seconds leave a renewal more than a second.
+const etcdMinTTL = 2 * time.Second
 
 // The suite again on a three-member cluster, each Backend's URL listing every
 // member. Pause stops a majority (SIGSTOP), the leader among them, so that no
@@ -53,5 +63,6 @@ func TestEtcdClusterConformance(t *testing.T) {
 		Pause:                func(t testing.TB) func() { return lockservertest.StopMajority(t, e) },
 		Restart:              func(t testing.TB) { lockservertest.RestartAll(t, e) },
 		TokensSurviveRestart: true,
+		MinTTL:               etcdMinTTL,
 	})
 }
