@@ -27,8 +27,8 @@ import (
 // takes the feed in order.
 type eventRow struct {
 	ID         int64     `gorm:"column:id;primaryKey;autoIncrement"`
-	SKU        string    `gorm:"column:sku;size:64;not null;uniqueIndex:idx_stock_events_sku_seq,priority:1"`
-	Seq        int64     `gorm:"column:seq;not null;uniqueIndex:idx_stock_events_sku_seq,priority:2"`
+	SKU        string    `gorm:"column:sku;size:64;not null"`
+	Seq        int64     `gorm:"column:seq;not null"`
 	Type       string    `gorm:"column:type;size:32;not null"`
 	Quantity   int64     `gorm:"column:quantity;not null"`
 	DAvailable int64     `gorm:"column:d_available;not null"`

@@ -25,6 +25,7 @@ var migrations = []migration{
 	{3, "holds: reservations and their lines, reserved on skus, leader fences", migrateV3},
 	{4, "stock events: the outbox, and each SKU's event number", migrateV4},
 	{5, "webhook endpoints and their failed deliveries", migrateV5},
+	{6, "stock events without the unique index on (sku, seq)", migrateV6},
 }
 
 // binTables makes MySQL compare SKUs and keys byte for byte, as the other
@@ -102,6 +103,20 @@ func migrateV4(tx *gorm.DB) error {
 		}
 	}
 	return nil
+}
+
+// migrateV6 drops the unique index on the events' (sku, seq), which
+// migration 4 made. Nothing reads by it, and each event paid for it twice:
+// an index entry at its insert and another when the relay placed it. What it
+// guarded, one event per number, is the SKU row's lock's: the guarded update
+// bumps event_seq while it holds it, to the commit. The rebuild tests check the
+// numbers, with no gap and no repeat, from the stream.
+func migrateV6(tx *gorm.DB) error {
+	m := binTables(tx).Migrator()
+	if !m.HasIndex(&eventRow{}, "idx_stock_events_sku_seq") {
+		return nil
+	}
+	return m.DropIndex(&eventRow{}, "idx_stock_events_sku_seq")
 }
 
 // The tables as migration 1 made them: frozen here, so that migration 1 makes

@@ -44,7 +44,7 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
-			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 4 { // 2, 3, 4 and 5
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 5 { // 2 to 6
 				t.Fatalf("migrate: %d applied, %v", n, err)
 			}
 			s := gormstore.New(db, time.Now, 10*time.Second)
@@ -74,6 +74,49 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 			}
 			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 0 {
 				t.Fatalf("second migrate: %d applied, %v", n, err)
+			}
+		})
+	}
+}
+
+// A database of schema 5 has the unique index on the events' (sku, seq) that
+// migration 4 made; migration 6 drops it, and events written after number on.
+func TestMigrationDropsTheEventsSeqIndex(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			db, err := gormstore.Open(testenv.NewDatabase(t, kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sqlDB, _ := db.DB()
+			t.Cleanup(func() { _ = sqlDB.Close() })
+			ctx := context.Background()
+			if _, err := gormstore.MigrateTo(ctx, db, 5); err != nil {
+				t.Fatal(err)
+			}
+			// Migration 4 made the table from the model, which no longer
+			// names the index: schema 5 as it was is made here.
+			if err := db.Exec("CREATE UNIQUE INDEX idx_stock_events_sku_seq ON stock_events (sku, seq)").Error; err != nil {
+				t.Fatal(err)
+			}
+			if !db.Migrator().HasIndex("stock_events", "idx_stock_events_sku_seq") {
+				t.Fatal("schema 5: no index idx_stock_events_sku_seq to drop")
+			}
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != 1 {
+				t.Fatalf("migrate: %d applied, %v; want migration 6 alone", n, err)
+			}
+			if db.Migrator().HasIndex("stock_events", "idx_stock_events_sku_seq") {
+				t.Fatal("after migration 6: the index idx_stock_events_sku_seq is still there")
+			}
+			s := gormstore.New(db, time.Now, 10*time.Second)
+			if _, _, err := s.SetStock(ctx, "A-1", 5, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.PlaceEvents(ctx, 10, orders.Leader{}); err != nil {
+				t.Fatal(err)
+			}
+			if evs, err := s.Events(ctx, 0, 10); err != nil || len(evs) != 1 || evs[0].Seq != 1 {
+				t.Fatalf("events after the migration: %+v %v; want the restock, seq 1", evs, err)
 			}
 		})
 	}
