@@ -26,17 +26,18 @@ func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences
 		if err := s.decrement(tx, totals, fences, returned); err != nil {
 			return err
 		}
+		var events *leading
 		if len(totals) > 0 {
 			rows, err := countersAfter(tx, skusOf(totals), returned)
 			if err != nil {
 				return err
 			}
 			after = availableOf(rows)
-			if err := placedEvents(b.Placed).write(s, tx, rows); err != nil {
+			if events, err = placedEvents(b.Placed).carried(s, tx, rows); err != nil {
 				return err
 			}
 		}
-		return s.insertBatch(tx, b, fences)
+		return s.insertBatch(tx, b, fences, events)
 	})
 	return after, unavailable("commit", conflict(err))
 }
@@ -173,8 +174,9 @@ func skusOf(totals []total) []string {
 const insertRows = 500
 
 // insertBatch inserts the orders and holds, their lines and ledger entries,
-// and a record for every keyed placement and refusal.
-func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences) error {
+// and a record for every keyed placement and refusal; events, when not nil,
+// in the statement of the first of them.
+func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, events *leading) error {
 	now := s.now()
 	var rows []orderRow
 	var lines []lineRow
@@ -210,16 +212,35 @@ func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences) e
 		slices.Sort(short)
 		records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, ShortSKUs: strings.Join(short, ","), CreatedAt: now, UpdatedAt: now})
 	}
-	for _, insert := range []func() error{
-		func() error { return createAll(tx, rows) }, func() error { return createAll(tx, lines) },
-		func() error { return createAll(tx, holdRows) }, func() error { return createAll(tx, holdLines) },
-		func() error { return createAll(tx, ledger) }, func() error { return createAll(tx, records) },
+	for _, insert := range []func(*leading) (bool, error){
+		inserter(tx, rows), inserter(tx, lines), inserter(tx, holdRows), inserter(tx, holdLines),
+		inserter(tx, ledger), inserter(tx, records),
 	} {
-		if err := insert(); err != nil {
+		wrote, err := insert(events)
+		if err != nil {
 			return err
+		}
+		if wrote {
+			events = nil
+		}
+	}
+	if events != nil { // nothing else to insert: the events alone
+		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(events.sql), events.args...); err != nil {
+			return translated(tx, err)
 		}
 	}
 	return nil
+}
+
+// inserter inserts rows, led by the given INSERT; false when there were none
+// (and the INSERT is left to the next).
+func inserter[T row](tx *gorm.DB, rows []T) func(*leading) (bool, error) {
+	return func(l *leading) (bool, error) {
+		if len(rows) == 0 {
+			return false, nil
+		}
+		return true, createAllAfter(tx, l, rows)
+	}
 }
 
 // orderRows are an order's row and lines.
@@ -256,48 +277,79 @@ type row interface {
 // (RETURNING), which nothing reads. An error is translated as GORM's are: a
 // duplicate key is gorm.ErrDuplicatedKey.
 func createAll[T row](tx *gorm.DB, rows []T) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var zero T
-	cols := zero.columns()
-	width := strings.Count(cols, ",") + 1
+	return createAllAfter(tx, nil, rows)
+}
+
+// leading is an INSERT that rides in front of the next one a write makes, as
+// a data-modifying WITH query of its statement, rather than in a round trip of
+// its own (PostgreSQL only): a batch's events. Its bound parameters are
+// numbered from $1, so that the statement it leads numbers on after them.
+type leading struct {
+	sql  []byte
+	args []any
+}
+
+// lead builds rows' INSERT to lead the next one (insertRows rows at most).
+func lead[T row](rows []T) *leading {
+	b, args := appendInsert(nil, nil, rows, true)
+	return &leading{sql: b, args: args}
+}
+
+// createAllAfter is createAll with l, when not nil, in its first statement.
+func createAllAfter[T row](tx *gorm.DB, l *leading, rows []T) error {
 	numbered := tx.Name() == "postgres" // $1, $2, ...; the others take ?
 	for chunk := range slices.Chunk(rows, insertRows) {
-		b := make([]byte, 0, 32+len(zero.TableName())+len(cols)+len(chunk)*width*6)
-		b = append(b, "INSERT INTO "...)
-		b = append(b, zero.TableName()...)
-		b = append(b, ' ')
-		b = append(b, cols...)
-		b = append(b, " VALUES "...)
-		args := make([]any, 0, len(chunk)*width)
-		for i, r := range chunk {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = append(b, '(')
-			for j, v := range r.values() {
-				if j > 0 {
-					b = append(b, ", "...)
-				}
-				switch {
-				case isExpr(v):
-					b = append(b, v.(sqlExpr)...)
-				case numbered:
-					args = append(args, v)
-					b = strconv.AppendInt(append(b, '$'), int64(len(args)), 10)
-				default:
-					args = append(args, v)
-					b = append(b, '?')
-				}
-			}
-			b = append(b, ')')
+		var b []byte
+		var args []any
+		if l != nil {
+			b = append(append(append(b, "WITH written_events AS ("...), l.sql...), ") "...)
+			args = l.args
+			l = nil
 		}
+		b, args = appendInsert(b, args, chunk, numbered)
 		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(b), args...); err != nil {
 			return translated(tx, err)
 		}
 	}
 	return nil
+}
+
+// appendInsert appends rows' multi-row INSERT to b and their values to args,
+// numbering the placeholders on from len(args) when numbered.
+func appendInsert[T row](b []byte, args []any, rows []T, numbered bool) ([]byte, []any) {
+	var zero T
+	cols := zero.columns()
+	width := strings.Count(cols, ",") + 1
+	b = slices.Grow(b, 32+len(zero.TableName())+len(cols)+len(rows)*width*6)
+	b = append(b, "INSERT INTO "...)
+	b = append(b, zero.TableName()...)
+	b = append(b, ' ')
+	b = append(b, cols...)
+	b = append(b, " VALUES "...)
+	args = slices.Grow(args, len(rows)*width)
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '(')
+		for j, v := range r.values() {
+			if j > 0 {
+				b = append(b, ", "...)
+			}
+			switch {
+			case isExpr(v):
+				b = append(b, v.(sqlExpr)...)
+			case numbered:
+				args = append(args, v)
+				b = strconv.AppendInt(append(b, '$'), int64(len(args)), 10)
+			default:
+				args = append(args, v)
+				b = append(b, '?')
+			}
+		}
+		b = append(b, ')')
+	}
+	return b, args
 }
 
 // translated is err in GORM's words when the database was opened with
@@ -328,7 +380,7 @@ func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have ma
 			}
 		}
 		placed := []orders.Placement{p}
-		if err := s.insertBatch(tx, orders.Batch{Placed: placed}, nil); err != nil {
+		if err := s.insertBatch(tx, orders.Batch{Placed: placed}, nil, nil); err != nil {
 			return err
 		}
 		// Its events say the change it meant; the counters after, what it did.

@@ -99,8 +99,31 @@ func (o *outbox) add(sku string, typ orders.EventType, quantity int64, d delta, 
 // transaction), walking each SKU's events back from the last; then inserts
 // them, stamped with the database's clock.
 func (o *outbox) write(s *Store, tx *gorm.DB, after map[string]skuRow) error {
+	if ok, err := o.number(s, tx, after); !ok || err != nil {
+		return err
+	}
+	return o.insert(s, tx)
+}
+
+// carried is write for a write that inserts rows after its events: on
+// PostgreSQL, the events' INSERT is returned to lead the write's next INSERT
+// statement (createAllAfter), so that they cost no round trip of their own;
+// elsewhere they are inserted now and carried is nil.
+func (o *outbox) carried(s *Store, tx *gorm.DB, after map[string]skuRow) (*leading, error) {
+	if ok, err := o.number(s, tx, after); !ok || err != nil {
+		return nil, err
+	}
+	if tx.Name() != "postgres" || s.eventsOutside || len(o.rows) > insertRows {
+		return nil, o.insert(s, tx)
+	}
+	return lead(o.rows), nil
+}
+
+// number numbers the events and sets their counters and clock; false when
+// there is nothing to write.
+func (o *outbox) number(s *Store, tx *gorm.DB, after map[string]skuRow) (bool, error) {
 	if len(o.rows) == 0 || s.noEvents {
-		return nil
+		return false, nil
 	}
 	var created any = s.now()
 	if q := s.clockSQL(tx); q != "" {
@@ -112,7 +135,7 @@ func (o *outbox) write(s *Store, tx *gorm.DB, after map[string]skuRow) error {
 		cur, ok := next[r.SKU]
 		if !ok {
 			if cur, ok = after[r.SKU]; !ok {
-				return fmt.Errorf("events: sku %s not read after its change", r.SKU)
+				return false, fmt.Errorf("events: sku %s not read after its change", r.SKU)
 			}
 		}
 		r.Seq, r.Available, r.Reserved, r.Sold, r.Stocked = cur.EventSeq, cur.Available, cur.Reserved, cur.Sold, cur.Stocked
@@ -124,6 +147,12 @@ func (o *outbox) write(s *Store, tx *gorm.DB, after map[string]skuRow) error {
 		cur.Stocked -= r.DStocked
 		next[r.SKU] = cur
 	}
+	return true, nil
+}
+
+// insert inserts the numbered events in the write's transaction (outside it
+// with eventsOutside: tests only).
+func (o *outbox) insert(s *Store, tx *gorm.DB) error {
 	if s.eventsOutside {
 		tx = s.db.WithContext(tx.Statement.Context)
 	}

@@ -1,5 +1,14 @@
 package gormstore
 
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+
+	"gorm.io/gorm"
+)
+
 // MigrateTo applies the migrations up to version, so that a test can build an
 // older schema, fill it, and migrate it the rest of the way.
 var MigrateTo = migrateTo
@@ -10,4 +19,51 @@ func (s *Store) WithEventsOutsideTransaction() *Store {
 	c := *s
 	c.eventsOutside = true
 	return &c
+}
+
+// CountStatements makes db count the statements its transactions send (those
+// that Store.tx begins, every write's) in n.
+func CountStatements(db *gorm.DB, n *atomic.Int64) error {
+	b, ok := db.Statement.ConnPool.(gorm.TxBeginner)
+	if !ok {
+		return fmt.Errorf("the pool %T begins no *sql.Tx", db.Statement.ConnPool)
+	}
+	db.Statement.ConnPool = countingPool{ConnPool: db.Statement.ConnPool, b: b, n: n}
+	return nil
+}
+
+// countingPool begins transactions that count their statements.
+type countingPool struct {
+	gorm.ConnPool
+	b gorm.TxBeginner
+	n *atomic.Int64
+}
+
+func (p countingPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	tx, err := p.b.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, n: p.n}, nil
+}
+
+// countingTx is a transaction that counts the statements sent on it.
+type countingTx struct {
+	*sql.Tx
+	n *atomic.Int64
+}
+
+func (t *countingTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	t.n.Add(1)
+	return t.Tx.ExecContext(ctx, q, args...)
+}
+
+func (t *countingTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	t.n.Add(1)
+	return t.Tx.QueryContext(ctx, q, args...)
+}
+
+func (t *countingTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	t.n.Add(1)
+	return t.Tx.QueryRowContext(ctx, q, args...)
 }
