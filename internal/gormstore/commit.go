@@ -212,10 +212,14 @@ func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, e
 		slices.Sort(short)
 		records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, ShortSKUs: strings.Join(short, ","), CreatedAt: now, UpdatedAt: now})
 	}
-	for _, insert := range []func(*leading) (bool, error){
-		inserter(tx, rows), inserter(tx, lines), inserter(tx, holdRows), inserter(tx, holdLines),
-		inserter(tx, ledger), inserter(tx, records),
-	} {
+	return insertAll(tx, events, inserter(tx, rows), inserter(tx, lines), inserter(tx, holdRows), inserter(tx, holdLines),
+		inserter(tx, ledger), inserter(tx, records))
+}
+
+// insertAll runs the inserts in their order, events (when not nil) leading
+// the first that has rows to insert, or alone when none has.
+func insertAll(tx *gorm.DB, events *leading, inserts ...func(*leading) (bool, error)) error {
+	for _, insert := range inserts {
 		wrote, err := insert(events)
 		if err != nil {
 			return err
@@ -224,7 +228,7 @@ func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, e
 			events = nil
 		}
 	}
-	if events != nil { // nothing else to insert: the events alone
+	if events != nil {
 		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(events.sql), events.args...); err != nil {
 			return translated(tx, err)
 		}

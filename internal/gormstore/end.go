@@ -257,29 +257,28 @@ func (w *endings) write() (map[string]int64, error) {
 			return nil, err
 		}
 	}
+	// The counters after, and so the events, are known now (on PostgreSQL
+	// from the updates' RETURNING): the events ride in the first INSERT.
+	var after map[string]skuRow
+	var events *leading
+	if len(skus) > 0 {
+		var err error
+		if after, err = countersAfter(w.tx, skus, returned); err != nil {
+			return nil, err
+		}
+		if events, err = w.events.carried(w.store, w.tx, after); err != nil {
+			return nil, err
+		}
+	}
 	if err := w.endHolds(); err != nil {
 		return nil, err
 	}
-	if err := createAll(w.tx, w.orders); err != nil {
+	err := insertAll(w.tx, events, inserter(w.tx, w.orders), inserter(w.tx, w.oLines), inserter(w.tx, w.ledger),
+		inserter(w.tx, w.records))
+	if err != nil || len(skus) == 0 {
 		return nil, err
 	}
-	if err := createAll(w.tx, w.oLines); err != nil {
-		return nil, err
-	}
-	if err := createAll(w.tx, w.ledger); err != nil {
-		return nil, err
-	}
-	if err := createAll(w.tx, w.records); err != nil {
-		return nil, err
-	}
-	if len(skus) == 0 {
-		return nil, nil
-	}
-	rows, err := countersAfter(w.tx, skus, returned)
-	if err != nil {
-		return nil, err
-	}
-	return availableOf(rows), w.events.write(w.store, w.tx, rows)
+	return availableOf(after), nil
 }
 
 // endHolds writes the holds' ends: one statement per status, a confirmed

@@ -318,7 +318,8 @@ func TestWithoutEvents(t *testing.T) {
 // in the statement of the batch's first INSERT (a WITH query), so a batch
 // sends as many statements with events as without. MySQL and SQLite take no
 // INSERT in a WITH query: there the events are one statement more. Batches of
-// orders, of a hold alone, and of orders beside a refusal are each counted.
+// orders, of a hold alone, of orders beside a refusal, and a release (End's
+// batch of endings) are each counted.
 func TestBatchEventsRideInItsStatements(t *testing.T) {
 	for _, kind := range testenv.DatabaseKinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -378,6 +379,18 @@ func TestBatchEventsRideInItsStatements(t *testing.T) {
 					t.Errorf("%s: %d statements with events, %d without; want %d", name, on, off, want)
 				}
 			}
+			// So do the events of a batch of endings (Store.End), here a release.
+			release := func(s *gormstore.Store, prefix string) int64 {
+				sent.Store(0)
+				if _, _, err := s.Release(ctx, prefix+"h1", orders.Keyed{}, nil); err != nil {
+					t.Fatalf("release: %v", err)
+				}
+				return sent.Load()
+			}
+			off, on := release(s.WithoutEvents(), "off-"), release(s, "")
+			if want := off + map[bool]int64{true: 0, false: 1}[kind == testenv.Postgres]; on != want {
+				t.Errorf("a release: %d statements with events, %d without; want %d", on, off, want)
+			}
 			// The events were written, numbered, with the counters after each.
 			if _, err := s.PlaceEvents(ctx, 100, relay); err != nil {
 				t.Fatal(err)
@@ -396,7 +409,7 @@ func TestBatchEventsRideInItsStatements(t *testing.T) {
 				}
 				last[e.SKU] = e
 			}
-			for sku, want := range map[string]int64{"A-1": 100 - 1 - 2 - 1, "B-2": 100 - 1 - 1} {
+			for sku, want := range map[string]int64{"A-1": 100 - 1 - 2 - 1, "B-2": 100 - 1 - 1 + 1} {
 				if got := last[sku].Counters.Available; got != want {
 					t.Errorf("%s: the last event says %d available, want %d", sku, got, want)
 				}
