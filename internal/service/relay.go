@@ -192,29 +192,29 @@ func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error)
 }
 
 // purge deletes, in bounded rounds, the events written more than
-// EventRetention ago that every destination has had.
+// EventRetention ago that every destination has had (purgePasses).
 func (r *relaying) purge(ctx context.Context) error {
 	s := r.s
 	if s.stream != nil && r.cursor < 0 {
 		return nil // not read yet: the next purge
 	}
-	through := min(r.through(), s.purgeThrough(ctx))
-	cutoff := s.now().Add(-s.cfg.EventRetention)
 	total := 0
-	for range purgeRounds {
-		var n int
-		err := s.fenced(ctx, r.g, func(f orders.Fences) error {
-			var err error
-			n, err = s.events.PurgeEvents(ctx, cutoff, through, relayPurgeRound, r.leader(f))
-			return err
-		})
-		total += n
-		if err != nil {
-			s.log.WarnContext(ctx, "events not purged", "purged", total, "err", err)
-			return err
-		}
-		if n < relayPurgeRound {
-			break
+	for _, p := range purgePasses(s.now(), s.cfg.EventRetention, r.through(), s.purgeThrough(ctx)) {
+		for range purgeRounds {
+			var n int
+			err := s.fenced(ctx, r.g, func(f orders.Fences) error {
+				var err error
+				n, err = s.events.PurgeEvents(ctx, p.cutoff, p.through, relayPurgeRound, r.leader(f))
+				return err
+			})
+			total += n
+			if err != nil {
+				s.log.WarnContext(ctx, "events not purged", "purged", total, "err", err)
+				return err
+			}
+			if n < relayPurgeRound {
+				break
+			}
 		}
 	}
 	if total > 0 {
@@ -222,6 +222,28 @@ func (r *relaying) purge(ctx context.Context) error {
 		s.log.InfoContext(ctx, "events purged", "purged", total, "retention", s.cfg.EventRetention.String())
 	}
 	return nil
+}
+
+// purgePass is one pass of a purge: the events written before cutoff and
+// placed at or before through.
+type purgePass struct {
+	cutoff  time.Time
+	through int64
+}
+
+// purgePasses are a purge's passes: first the events older than the
+// retention that the stream (through stream) and every webhook endpoint
+// (through webhooks) have had; then those older than twice the retention that
+// the stream has had, whatever the endpoints' cursors. An endpoint that is
+// down holds its events back for one more retention, and no longer: each of
+// its events takes the whole retry window to fail, so its cursor would hold
+// every event after it, and the outbox would grow without bound. When it gets
+// to the events purged meanwhile, it records them failed (serveWebhook).
+func purgePasses(now time.Time, retention time.Duration, stream, webhooks int64) []purgePass {
+	return []purgePass{
+		{cutoff: now.Add(-retention), through: min(stream, webhooks)},
+		{cutoff: now.Add(-2 * retention), through: stream},
+	}
 }
 
 // purgeThrough is the last position every destination has had: the lowest

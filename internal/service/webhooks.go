@@ -229,6 +229,14 @@ func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(
 			continue
 		}
 		backoff = s.cfg.RelayInterval
+		if first := evs[0].Position; first > through+1 {
+			// Positions have no gap: those before the first left were purged,
+			// the endpoint behind for longer than purgePasses keeps them.
+			if !s.advanceWebhook(ctx, g, leader, ep.ID, first-1, []orders.WebhookFailure{purged(ep.ID, through+1, first-1, s.now())}) {
+				return
+			}
+			through = first - 1
+		}
 		var lags []time.Duration
 		done := through // delivered through, not yet written
 		for _, e := range evs {
@@ -256,6 +264,15 @@ func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(
 			through = done
 		}
 	}
+}
+
+// purged is the failure that records the events from position from to
+// position to purged before an endpoint had them: never attempted.
+func purged(webhookID string, from, to int64, now time.Time) orders.WebhookFailure {
+	return orders.WebhookFailure{WebhookID: webhookID, EventID: orders.EventID(from), Position: from, Attempts: 0,
+		LastError: fmt.Sprintf("events %s to %s (%d) were purged before they were delivered: the endpoint was behind by more than twice the event retention",
+			orders.EventID(from), orders.EventID(to), to-from+1),
+		FirstAttemptAt: now, FailedAt: now}
 }
 
 // webhookFlush bounds the write of a cursor after the relay stopped.

@@ -148,3 +148,19 @@ func TestPurgeThroughTheLowestCursor(t *testing.T) {
 		t.Errorf("no webhooks: through %d", got)
 	}
 }
+
+// TestPurgePasses: events older than the retention go when the stream and
+// every endpoint had them; older than twice the retention, when the stream
+// had them, whatever the endpoints' cursors.
+func TestPurgePasses(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	got := purgePasses(now, time.Hour, 10, 3)
+	want := []purgePass{{cutoff: now.Add(-time.Hour), through: 3}, {cutoff: now.Add(-2 * time.Hour), through: 10}}
+	if !slices.Equal(got, want) {
+		t.Errorf("stream 10, webhooks 3: %+v, want %+v", got, want)
+	}
+	got = purgePasses(now, time.Hour, 4, 1<<63-1) // no endpoint
+	if got[0].through != 4 || got[1].through != 4 {
+		t.Errorf("stream 4, no webhook: %+v", got)
+	}
+}

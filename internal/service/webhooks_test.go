@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,4 +276,63 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 		defer ev.mu.Unlock()
 		return ev.delivered == 5
 	})
+}
+
+// TestWebhookRecordsEventsPurgedBeforeDelivery: an endpoint behind by events
+// that were purged meanwhile (the relay purges, after twice the retention,
+// what the stream had, whatever the endpoints' cursors) records them as one
+// failure, never attempted, and goes on with the first event left.
+func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, testenv.Postgres)
+	r := w.replica(t, nil)
+	rcv := newReceiver(t)
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	r.deps.Events, r.deps.Webhooks = r.store, r.store
+	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: 5 * time.Second})}
+	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+		r.deps, slog.New(slog.DiscardHandler), time.Now)
+	wh, err := svc.CreateWebhook(ctx, srv.URL, rcv.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Five events placed in the feed, then the first three purged, as the
+	// relay's second pass would: the endpoint's cursor is still at 0.
+	if _, _, err := svc.SetStock(ctx, "P-1", 10); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "P-1", Quantity: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.store.PlaceEvents(ctx, 100, orders.Leader{}); err != nil || n != 5 {
+		t.Fatalf("placed %d events (%v), want 5", n, err)
+	}
+	if n, err := r.store.PurgeEvents(ctx, time.Now().Add(time.Hour), 3, 100, orders.Leader{}); err != nil || n != 3 {
+		t.Fatalf("purged %d events (%v), want 3", n, err)
+	}
+
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { svc.RunRelay(rctx) })
+	defer func() { stop(); wg.Wait() }()
+	until(t, 10*time.Second, "events 4 and 5 delivered", func() bool { got, _ := rcv.events(); return len(got) >= 2 })
+	until(t, 5*time.Second, "the cursor at 5", func() bool {
+		got, err := r.store.Webhook(ctx, wh.ID)
+		return err == nil && got.Position == 5
+	})
+	got, bad := rcv.events()
+	if len(bad) > 0 || len(got) != 2 || got[0].ID != orders.EventID(4) || got[1].ID != orders.EventID(5) {
+		t.Fatalf("delivered %+v (refused %v); want events 4 and 5, once each", got, bad)
+	}
+	fs, _, err := svc.WebhookFailures(ctx, wh.ID, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || fs[0].EventID != orders.EventID(1) || fs[0].Attempts != 0 ||
+		!strings.Contains(fs[0].LastError, "evt_1 to evt_3 (3) were purged") {
+		t.Fatalf("failures %+v; want one for events 1 to 3, purged, never attempted", fs)
+	}
 }
