@@ -212,8 +212,11 @@ func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, e
 		slices.Sort(short)
 		records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, ShortSKUs: strings.Join(short, ","), CreatedAt: now, UpdatedAt: now})
 	}
-	return insertAll(tx, events, inserter(tx, rows), inserter(tx, lines), inserter(tx, holdRows), inserter(tx, holdLines),
-		inserter(tx, ledger), inserter(tx, records))
+	// The ledger first: the events lead it, and it has as many rows as they
+	// (one per line), so that the statements' shapes, which the driver caches
+	// one by one, are one per batch size and not one per pair of sizes.
+	return insertAll(tx, events, inserter(tx, ledger), inserter(tx, rows), inserter(tx, lines), inserter(tx, holdRows),
+		inserter(tx, holdLines), inserter(tx, records))
 }
 
 // insertAll runs the inserts in their order, events (when not nil) leading

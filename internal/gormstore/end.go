@@ -273,7 +273,8 @@ func (w *endings) write() (map[string]int64, error) {
 	if err := w.endHolds(); err != nil {
 		return nil, err
 	}
-	err := insertAll(w.tx, events, inserter(w.tx, w.orders), inserter(w.tx, w.oLines), inserter(w.tx, w.ledger),
+	// The ledger first, led by the events, as in insertBatch.
+	err := insertAll(w.tx, events, inserter(w.tx, w.ledger), inserter(w.tx, w.orders), inserter(w.tx, w.oLines),
 		inserter(w.tx, w.records))
 	if err != nil || len(skus) == 0 {
 		return nil, err
