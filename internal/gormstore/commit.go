@@ -175,7 +175,7 @@ const insertRows = 500
 
 // insertBatch inserts the orders and holds, their lines and ledger entries,
 // and a record for every keyed placement and refusal; events, when not nil,
-// in the statement of the first of them.
+// in the ledger's statement.
 func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, events *leading) error {
 	now := s.now()
 	var rows []orderRow
@@ -232,9 +232,7 @@ func insertAll(tx *gorm.DB, events *leading, inserts ...func(*leading) (bool, er
 		}
 	}
 	if events != nil {
-		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(events.sql), events.args...); err != nil {
-			return translated(tx, err)
-		}
+		return exec(tx, events.sql, events.args)
 	}
 	return nil
 }
@@ -287,7 +285,7 @@ func createAll[T row](tx *gorm.DB, rows []T) error {
 	return createAllAfter(tx, nil, rows)
 }
 
-// leading is an INSERT that rides in front of the next one a write makes, as
+// leading is an INSERT that rides in front of another one a write makes, as
 // a data-modifying WITH query of its statement, rather than in a round trip of
 // its own (PostgreSQL only): a batch's events. Its bound parameters are
 // numbered from $1, so that the statement it leads numbers on after them.
@@ -296,7 +294,7 @@ type leading struct {
 	args []any
 }
 
-// lead builds rows' INSERT to lead the next one (insertRows rows at most).
+// lead builds rows' INSERT to lead another one (insertRows rows at most).
 func lead[T row](rows []T) *leading {
 	b, args := appendInsert(nil, nil, rows, true)
 	return &leading{sql: b, args: args}
@@ -314,9 +312,18 @@ func createAllAfter[T row](tx *gorm.DB, l *leading, rows []T) error {
 			l = nil
 		}
 		b, args = appendInsert(b, args, chunk, numbered)
-		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(b), args...); err != nil {
-			return translated(tx, err)
+		if err := exec(tx, b, args); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// exec sends a statement built here on the transaction's connection; its
+// error is translated as GORM's are.
+func exec(tx *gorm.DB, q []byte, args []any) error {
+	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(q), args...); err != nil {
+		return translated(tx, err)
 	}
 	return nil
 }

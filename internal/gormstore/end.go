@@ -258,7 +258,7 @@ func (w *endings) write() (map[string]int64, error) {
 		}
 	}
 	// The counters after, and so the events, are known now (on PostgreSQL
-	// from the updates' RETURNING): the events ride in the first INSERT.
+	// from the updates' RETURNING): the events ride in an INSERT below.
 	var after map[string]skuRow
 	var events *leading
 	if len(skus) > 0 {

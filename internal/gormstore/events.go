@@ -106,8 +106,8 @@ func (o *outbox) write(s *Store, tx *gorm.DB, after map[string]skuRow) error {
 }
 
 // carried is write for a write that inserts rows after its events: on
-// PostgreSQL, the events' INSERT is returned to lead the write's next INSERT
-// statement (createAllAfter), so that they cost no round trip of their own;
+// PostgreSQL, the events' INSERT is returned to lead one of the write's INSERT
+// statements (insertAll), so that they cost no round trip of their own;
 // elsewhere they are inserted now and carried is nil.
 func (o *outbox) carried(s *Store, tx *gorm.DB, after map[string]skuRow) (*leading, error) {
 	if ok, err := o.number(s, tx, after); !ok || err != nil {

@@ -315,7 +315,7 @@ func TestWithoutEvents(t *testing.T) {
 }
 
 // A batch's events cost no round trip of their own on PostgreSQL: they ride
-// in the statement of the batch's first INSERT (a WITH query), so a batch
+// in the statement of the batch's ledger INSERT (a WITH query), so a batch
 // sends as many statements with events as without. MySQL and SQLite take no
 // INSERT in a WITH query: there the events are one statement more. Batches of
 // orders, of a hold alone, of orders beside a refusal, and a release (End's
@@ -323,12 +323,7 @@ func TestWithoutEvents(t *testing.T) {
 func TestBatchEventsRideInItsStatements(t *testing.T) {
 	for _, kind := range testenv.DatabaseKinds() {
 		t.Run(kind, func(t *testing.T) {
-			db, err := gormstore.Open(testenv.NewDatabase(t, kind))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sqlDB, _ := db.DB()
-			t.Cleanup(func() { _ = sqlDB.Close() })
+			db := openDB(t, kind)
 			ctx := context.Background()
 			if _, err := gormstore.Migrate(ctx, db); err != nil {
 				t.Fatal(err)

@@ -17,12 +17,7 @@ import (
 func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 	for _, kind := range testenv.DatabaseKinds() {
 		t.Run(kind, func(t *testing.T) {
-			db, err := gormstore.Open(testenv.NewDatabase(t, kind))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sqlDB, _ := db.DB()
-			t.Cleanup(func() { _ = sqlDB.Close() })
+			db := openDB(t, kind)
 			ctx := context.Background()
 			if _, err := gormstore.MigrateTo(ctx, db, 1); err != nil {
 				t.Fatal(err)
@@ -84,12 +79,7 @@ func TestMigrationToCountersKeepsTheHistory(t *testing.T) {
 func TestMigrationDropsTheEventsSeqIndex(t *testing.T) {
 	for _, kind := range testenv.DatabaseKinds() {
 		t.Run(kind, func(t *testing.T) {
-			db, err := gormstore.Open(testenv.NewDatabase(t, kind))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sqlDB, _ := db.DB()
-			t.Cleanup(func() { _ = sqlDB.Close() })
+			db := openDB(t, kind)
 			ctx := context.Background()
 			if _, err := gormstore.MigrateTo(ctx, db, 5); err != nil {
 				t.Fatal(err)

@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
-func newStore(t *testing.T, kind string) (*gormstore.Store, *testenv.Clock) {
+// openDB opens a new database of kind, not migrated, closed when the test ends.
+func openDB(t *testing.T, kind string) *gorm.DB {
 	t.Helper()
 	db, err := gormstore.Open(testenv.NewDatabase(t, kind))
 	if err != nil {
@@ -21,6 +24,12 @@ func newStore(t *testing.T, kind string) (*gormstore.Store, *testenv.Clock) {
 	}
 	sqlDB, _ := db.DB()
 	t.Cleanup(func() { _ = sqlDB.Close() })
+	return db
+}
+
+func newStore(t *testing.T, kind string) (*gormstore.Store, *testenv.Clock) {
+	t.Helper()
+	db := openDB(t, kind)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	for range 3 { // replicas starting at once
