@@ -200,21 +200,11 @@ func (r *relaying) purge(ctx context.Context) error {
 	}
 	total := 0
 	for _, p := range purgePasses(s.now(), s.cfg.EventRetention, r.through(), s.purgeThrough(ctx)) {
-		for range purgeRounds {
-			var n int
-			err := s.fenced(ctx, r.g, func(f orders.Fences) error {
-				var err error
-				n, err = s.events.PurgeEvents(ctx, p.cutoff, p.through, relayPurgeRound, r.leader(f))
-				return err
-			})
-			total += n
-			if err != nil {
-				s.log.WarnContext(ctx, "events not purged", "purged", total, "err", err)
-				return err
-			}
-			if n < relayPurgeRound {
-				break
-			}
+		n, err := r.purgePass(ctx, p)
+		total += n
+		if err != nil {
+			s.log.WarnContext(ctx, "events not purged", "purged", total, "err", err)
+			return err
 		}
 	}
 	if total > 0 {
@@ -229,6 +219,25 @@ func (r *relaying) purge(ctx context.Context) error {
 type purgePass struct {
 	cutoff  time.Time
 	through int64
+}
+
+// purgePass purges what p says in bounded rounds, until a round finds less
+// than a full one.
+func (r *relaying) purgePass(ctx context.Context, p purgePass) (int, error) {
+	total := 0
+	for range purgeRounds {
+		var n int
+		err := r.s.fenced(ctx, r.g, func(f orders.Fences) error {
+			var err error
+			n, err = r.s.events.PurgeEvents(ctx, p.cutoff, p.through, relayPurgeRound, r.leader(f))
+			return err
+		})
+		total += n
+		if err != nil || n < relayPurgeRound {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // purgePasses are a purge's passes: first the events older than the
