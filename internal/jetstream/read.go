@@ -28,23 +28,11 @@ type Received struct {
 // stream against the database: a service reads events with a durable
 // consumer of its own.
 func ReadAll(ctx context.Context, servers, stream, subject string) ([]Received, error) {
-	timeout := DefaultTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	nc, err := nats.Connect(servers, nats.Name("stockguard-readall"), nats.Timeout(timeout))
+	nc, s, err := openStream(ctx, servers, stream, "stockguard-readall")
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
+		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: stream %s: %w", stream, err)
-	}
 	// How many messages to wait for: the consumer's own count of pending
 	// messages says when it has caught up, but says nothing when none match.
 	filter := subject
@@ -102,26 +90,38 @@ func ReadAll(ctx context.Context, servers, stream, subject string) ([]Received, 
 // ctx: what a tool compares with the events the database wrote without
 // reading them all back.
 func StreamMessages(ctx context.Context, servers, stream string) (uint64, error) {
-	timeout := DefaultTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	nc, err := nats.Connect(servers, nats.Name("stockguard-streaminfo"), nats.Timeout(timeout))
+	nc, s, err := openStream(ctx, servers, stream, "stockguard-streaminfo")
 	if err != nil {
-		return 0, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
+		return 0, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return 0, fmt.Errorf("jetstream: %w", err)
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("jetstream: stream %s: %w", stream, err)
-	}
 	info, err := s.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: stream %s: %w", stream, err)
 	}
 	return info.State.Msgs, nil
+}
+
+// openStream connects to servers as name, within ctx, and finds stream; the
+// caller closes the connection.
+func openStream(ctx context.Context, servers, stream, name string) (*nats.Conn, jetstream.Stream, error) {
+	timeout := DefaultTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	nc, err := nats.Connect(servers, nats.Name(name), nats.Timeout(timeout))
+	if err != nil {
+		return nil, nil, fmt.Errorf("jetstream: connect %s: %w", redact(servers), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: stream %s: %w", stream, err)
+	}
+	return nc, s, nil
 }
