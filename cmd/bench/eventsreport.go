@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -401,32 +397,11 @@ func (e *EventsResults) writeOnly(o options) error {
 	if err := e.writeFiles(o.out); err != nil {
 		return err
 	}
-	old, err := os.ReadFile(o.markdown)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	var section bytes.Buffer
-	e.markdown(&section, o.out)
-	return os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), eventsHeading), 0o644)
+	return replaceSection(o, eventsHeading, e.markdown)
 }
 
 // writeFiles writes events.json and events.png into dir.
-func (e *EventsResults) writeFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(e, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "events.json"), b, 0o644); err != nil {
-		return err
-	}
-	if err := e.chart(filepath.Join(dir, "events.png")); err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	return nil
-}
+func (e *EventsResults) writeFiles(dir string) error { return writeResults(dir, "events", e, e.chart) }
 
 // chart draws events.png: orders/s and the backlog through the catch-up run,
 // the stop, the restart and the catch-up marked.

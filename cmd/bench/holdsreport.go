@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -90,26 +86,10 @@ func (h *HoldsResults) printSummary(w io.Writer) {
 // writeOnly writes holds.json and holds.png, and replaces the Holds section of
 // the report in place (or adds it), leaving the rest as it was.
 func (h *HoldsResults) writeOnly(o options) error {
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
+	if err := writeResults(o.out, "holds", h, h.chart); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(h, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(o.out, "holds.json"), b, 0o644); err != nil {
-		return err
-	}
-	if err := h.chart(filepath.Join(o.out, "holds.png")); err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	old, err := os.ReadFile(o.markdown)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	var section bytes.Buffer
-	h.markdown(&section, o.out)
-	if err := os.WriteFile(o.markdown, spliceSection(old, section.Bytes()), 0o644); err != nil {
+	if err := replaceSection(o, holdsHeading, h.markdown); err != nil {
 		return err
 	}
 	return writeIssueSection(o, issueInputs{h: h})

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -280,32 +276,11 @@ func (l *LocksResults) writeOnly(o options) error {
 	if err := l.writeFiles(o.out); err != nil {
 		return err
 	}
-	old, err := os.ReadFile(o.markdown)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	var section bytes.Buffer
-	l.markdown(&section, o.out)
-	return os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), locksHeading), 0o644)
+	return replaceSection(o, locksHeading, l.markdown)
 }
 
 // writeFiles writes locks.json and locks.png into dir.
-func (l *LocksResults) writeFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(l, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "locks.json"), b, 0o644); err != nil {
-		return err
-	}
-	if err := l.chart(filepath.Join(dir, "locks.png")); err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	return nil
-}
+func (l *LocksResults) writeFiles(dir string) error { return writeResults(dir, "locks", l, l.chart) }
 
 // chart draws locks.png: orders/s and p99, grouped by workload, a bar per lock
 // service, the ratios to Redis in the legends.

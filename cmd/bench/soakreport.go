@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -385,31 +384,15 @@ func readSoak(path string) (*SoakResults, error) {
 // writeOnly writes soak.json and soak.png, and replaces the Soak section of
 // the report in place (or adds it), leaving the rest as it was.
 func (s *SoakResults) writeOnly(o options) error {
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
+	if err := writeResults(o.out, "soak", s, s.chart); err != nil {
 		return err
-	}
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(soakJSON(o.out), b, 0o644); err != nil {
-		return err
-	}
-	if err := s.chart(filepath.Join(o.out, "soak.png")); err != nil {
-		return fmt.Errorf("chart: %w", err)
 	}
 	return s.writeSection(o)
 }
 
 // writeSection replaces the Soak section of the report in place.
 func (s *SoakResults) writeSection(o options) error {
-	old, err := os.ReadFile(o.markdown)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	var section bytes.Buffer
-	s.markdown(&section, o.out)
-	if err := os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), soakHeading), 0o644); err != nil {
+	if err := replaceSection(o, soakHeading, s.markdown); err != nil {
 		return err
 	}
 	return writeIssueSection(o, issueInputs{s: s})
