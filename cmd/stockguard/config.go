@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/auth"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
@@ -25,6 +27,11 @@ type serveConfig struct {
 	lockURL              string
 	accessLog            bool
 	adminToken           string
+	authRefresh          time.Duration
+	defaultMaxUnitsHeld  int
+	defaultRate          float64
+	defaultBurst         int
+	trustedProxyList     string
 	strategy             string
 	allowOversell        bool
 	lockTTL              time.Duration
@@ -105,6 +112,17 @@ func (e *envFlags) duration(p *time.Duration, name, env string, def time.Duratio
 	e.fs.DurationVar(p, name, def, help+e.env(name, env))
 }
 
+func (e *envFlags) float(p *float64, name, env string, def float64, help string) {
+	if v := e.getenv(env); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("$%s: %w", env, err))
+		}
+		def = f
+	}
+	e.fs.Float64Var(p, name, def, help+e.env(name, env))
+}
+
 func (e *envFlags) integer(p *int, name, env string, def int, help string) {
 	if v := e.getenv(env); v != "" {
 		n, err := strconv.Atoi(v)
@@ -172,7 +190,12 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.secret(&c.databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	e.secret(&c.redisURL, "redis-url", "REDIS_URL", "", "Redis: redis://host:6379/0; ?master_name=m&addr=... for Sentinel; ?addr=... for a Cluster seed list; empty for an embedded Redis (one replica only)")
 	e.secret(&c.lockURL, "lock-url", "STOCKGUARD_LOCK_URL", "", "lock service of the SKU locks and the sweeper's lease: redis://... (the forms of --redis-url), redlock://host1:6379,host2:6380,host3:6381[/db], postgres://... (the forms of --database-url), etcd://host:2379[,host2:2379][/prefix], zk://host:2181[,host2:2181][/chroot], or azblob://<container>[/prefix] (the account from AZURE_STORAGE_CONNECTION_STRING); empty uses --redis-url. The cache stays on --redis-url")
-	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bearer token of the admin API (restock, set stock, the order, hold and event lists, the audit); empty turns it off")
+	e.secret(&c.adminToken, "admin-token", "STOCKGUARD_ADMIN_TOKEN", "", "bootstrap credential with the admin scope (Authorization: Bearer <token>): it may call every route, make clients and their keys; empty accepts the clients' keys only")
+	e.duration(&c.authRefresh, "auth-refresh", "STOCKGUARD_AUTH_REFRESH", auth.DefaultRefresh, "how often a replica reads the API keys it has seen again: a revoked key or a client's new scopes and limits apply within it")
+	e.integer(&c.defaultMaxUnitsHeld, "default-max-units-held-per-sku", "STOCKGUARD_DEFAULT_MAX_UNITS_HELD_PER_SKU", auth.DefaultMaxUnitsHeldPerSKU, "a new client's cap on units held in live holds per SKU, when its request leaves max_units_held_per_sku out")
+	e.float(&c.defaultRate, "default-rate-limit", "STOCKGUARD_DEFAULT_RATE_LIMIT", auth.DefaultRatePerSecond, "a new client's requests per second, all replicas together, when its request leaves rate_limit out")
+	e.integer(&c.defaultBurst, "default-rate-burst", "STOCKGUARD_DEFAULT_RATE_BURST", auth.DefaultRateBurst, "a new client's burst of requests, when its request leaves rate_limit out")
+	e.str(&c.trustedProxyList, "trusted-proxies", "STOCKGUARD_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of the proxies whose X-Forwarded-For names a request's source (nginx in compose); empty trusts none")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
@@ -224,6 +247,18 @@ func (c serveConfig) check() error {
 	}
 	if err := checkLockURL(c.lockURL, c.lockReplicas); err != nil {
 		return err
+	}
+	if c.authRefresh <= 0 {
+		return errors.New("auth-refresh must be positive")
+	}
+	if err := orders.ValidateClient(orders.Client{Name: "defaults", Scopes: []orders.Scope{orders.ScopeAdmin},
+		MaxUnitsHeldPerSKU: int64(c.defaultMaxUnitsHeld), RateLimit: orders.RateLimit{PerSecond: c.defaultRate, Burst: c.defaultBurst}}); err != nil {
+		return fmt.Errorf("default-max-units-held-per-sku, default-rate-limit, default-rate-burst: %w", err)
+	}
+	for _, p := range c.trustedProxies() {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return fmt.Errorf("trusted-proxies: %q is neither an address nor a CIDR", p)
+		}
 	}
 	if c.maxBatch < 1 || c.maxQueue < 1 || c.dbMaxConns < 1 {
 		return errors.New("max-batch, max-queue and db-max-conns must be at least 1")
@@ -291,4 +326,21 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 		return slog.String(a.Key, a.Value.Duration().String())
 	}
 	return a
+}
+
+// clientDefaults are a new client's limits when its request leaves them out.
+func (c serveConfig) clientDefaults() auth.Defaults {
+	return auth.Defaults{MaxUnitsHeldPerSKU: int64(c.defaultMaxUnitsHeld),
+		RateLimit: orders.RateLimit{PerSecond: c.defaultRate, Burst: c.defaultBurst}}
+}
+
+// trustedProxies are --trusted-proxies' entries.
+func (c serveConfig) trustedProxies() []string {
+	var out []string
+	for _, p := range strings.Split(c.trustedProxyList, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -32,6 +32,8 @@ Usage:
   stockguard serve [flags]     run one replica
   stockguard migrate [flags]   apply the database schema and exit
   stockguard audit [flags]     check I1 in depth in the database (counters against the history) and exit
+  stockguard clients ...       make and list clients straight in the database (create, list)
+  stockguard keys ...          make, list and revoke a client's API keys (create, list, revoke)
   stockguard healthcheck       exit 0 when the local replica is ready (for container health checks)
   stockguard version           print the version, the commit and the Go version it was built from
 
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, cfg, stderr)
 	case "audit":
 		return audit(ctx, args[1:], getenv, stdout, stderr)
+	case "clients", "keys":
+		return clientsCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, args[1:], getenv, stderr)
 	case "version", "--version", "-version":

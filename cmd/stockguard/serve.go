@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/stockguard/internal/auth"
 	"github.com/stockguard/stockguard/internal/embedredis"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
@@ -152,8 +153,16 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.lockURL != "" {
 		ready = append(ready, httpapi.Dependency{Name: orders.DependencyLockService, Check: ls.ping})
 	}
+	// Who may do what: every key seen is kept in memory and read again every
+	// --auth-refresh, so that a revocation reaches this replica within it.
+	authn := auth.NewAuthenticator(store, auth.Options{AdminToken: cfg.adminToken, Refresh: cfg.authRefresh, Timeout: cfg.requestTimeout, Logger: log})
+	authCtx, stopAuth := context.WithCancel(ctx)
+	defer stopAuth()
+	go authn.Run(authCtx)
+	clients := auth.NewManager(store, cfg.clientDefaults(), time.Now, authn)
 	//nolint:contextcheck // gin handlers take their context from the request
-	handler := httpapi.New(httpapi.Config{AdminToken: cfg.adminToken, RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
+	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, TrustedProxies: cfg.trustedProxies(),
+		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
 		svc, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
 
 	srv := newHTTPServer(cfg, handler, log)
@@ -162,7 +171,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return fmt.Errorf("listen: %w", err)
 	}
 	if cfg.adminToken == "" {
-		log.Warn("no admin token: the admin API (restock, set stock, the order, hold and event lists, the audit) is refused")
+		log.Warn("no admin token: only the clients' API keys are accepted (make one with stockguard clients create)")
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
 	announceListening(stdout, cfg.logFormat, ln.Addr().String())

@@ -250,7 +250,7 @@ func inserter[T row](tx *gorm.DB, rows []T) func(*leading) (bool, error) {
 
 // orderRows are an order's row and lines.
 func orderRows(o orders.Order) (orderRow, []lineRow) {
-	row := orderRow{ID: o.ID, Status: string(orders.StatusPlaced), CreatedAt: o.CreatedAt}
+	row := orderRow{ID: o.ID, Status: string(orders.StatusPlaced), CreatedAt: o.CreatedAt, ClientID: o.ClientID, Customer: o.Customer}
 	if o.ReservationID != "" {
 		row.HoldID = &o.ReservationID
 	}

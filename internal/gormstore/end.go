@@ -163,6 +163,7 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 	}
 	o := c.Order
 	o.Items, o.ReservationID = nil, c.HoldID
+	o.ClientID, o.Customer = row.ClientID, row.Customer // the hold's: its owner confirms it
 	for _, l := range lines {
 		if n := confirm[l.SKU]; n > 0 {
 			o.Items = append(o.Items, orders.Item{SKU: l.SKU, Quantity: int(n)})

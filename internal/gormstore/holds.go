@@ -38,7 +38,8 @@ func (s *Store) insertHolds(tx *gorm.DB, holds []orders.Placement, fences orders
 	for _, p := range holds {
 		o := p.Order
 		p.Hold.ExpiresAt = stamp(now.Add(p.Hold.TTL))
-		rows = append(rows, holdRow{ID: o.ID, Status: string(orders.HoldHeld), CreatedAt: o.CreatedAt, ExpiresAt: p.Hold.ExpiresAt})
+		rows = append(rows, holdRow{ID: o.ID, Status: string(orders.HoldHeld), CreatedAt: o.CreatedAt, ExpiresAt: p.Hold.ExpiresAt,
+			ClientID: o.ClientID, Customer: o.Customer})
 		for _, it := range o.Items {
 			lines = append(lines, holdLineRow{HoldID: o.ID, SKU: it.SKU, Quantity: int64(it.Quantity)})
 			ledger = append(ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindHold, HoldID: &o.ID,
@@ -77,7 +78,7 @@ func (s *Store) Holds(ctx context.Context, ids []string) (map[string]orders.Rese
 	if clock == "" {
 		clock = "NULL" // the store's own clock, below
 	}
-	rows, err := db.Raw("SELECT r.id, r.status, r.created_at, r.expires_at, r.ended_at, r.order_id, l.sku, l.quantity, "+clock+
+	rows, err := db.Raw("SELECT r.id, r.status, r.created_at, r.expires_at, r.ended_at, r.order_id, r.client_id, r.customer, l.sku, l.quantity, "+clock+
 		" FROM reservations r LEFT JOIN reservation_lines l ON l.reservation_id = r.id WHERE r.id IN ? ORDER BY r.id, l.sku", ids).Rows()
 	if err != nil {
 		return nil, unavailable("reservations", err)
@@ -91,7 +92,7 @@ func (s *Store) Holds(ctx context.Context, ids []string) (map[string]orders.Rese
 		var row holdRow
 		var sku *string
 		var qty *int64
-		if err := rows.Scan(&row.ID, &row.Status, &row.CreatedAt, &row.ExpiresAt, &row.EndedAt, &row.OrderID, &sku, &qty, &dbNow); err != nil {
+		if err := rows.Scan(&row.ID, &row.Status, &row.CreatedAt, &row.ExpiresAt, &row.EndedAt, &row.OrderID, &row.ClientID, &row.Customer, &sku, &qty, &dbNow); err != nil {
 			return nil, unavailable("reservations", err)
 		}
 		if _, seen := byID[row.ID]; !seen {
@@ -118,11 +119,14 @@ func (s *Store) Holds(ctx context.Context, ids []string) (map[string]orders.Rese
 
 // Reservations lists up to limit holds before the hold id before (all when
 // empty), newest first (hold ids are time-sortable), with their lines.
-func (s *Store) Reservations(ctx context.Context, before string, limit int) ([]orders.Reservation, error) {
+func (s *Store) Reservations(ctx context.Context, owner, before string, limit int) ([]orders.Reservation, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	var rows []holdRow
 	q := db.Order("id DESC").Limit(limit)
+	if owner != "" {
+		q = q.Where("client_id = ?", owner)
+	}
 	if before != "" {
 		q = q.Where("id < ?", before)
 	}
@@ -173,7 +177,7 @@ func readHold(tx *gorm.DB, id string, lock bool) (holdRow, []holdLineRow, error)
 
 func (r holdRow) reservation(lines []holdLineRow, now time.Time) orders.Reservation {
 	out := orders.Reservation{ID: r.ID, Status: orders.HoldStatus(r.Status), CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
-		Items: make([]orders.Item, len(lines))}
+		Items: make([]orders.Item, len(lines)), ClientID: r.ClientID, Customer: r.Customer}
 	if out.Status == orders.HoldHeld && !now.Before(out.ExpiresAt) {
 		out.Status = orders.HoldExpired // expired for every purpose, swept or not
 	}

@@ -26,6 +26,7 @@ var migrations = []migration{
 	{4, "stock events: the outbox, and each SKU's event number", migrateV4},
 	{5, "webhook endpoints and their failed deliveries", migrateV5},
 	{6, "stock events without the unique index on (sku, seq)", migrateV6},
+	{7, "clients and their API keys; orders and holds owned by a client, for a customer", migrateV7},
 }
 
 // binTables makes MySQL compare SKUs and keys byte for byte, as the other
@@ -75,7 +76,7 @@ func migrateV2(tx *gorm.DB) error {
 func migrateV3(tx *gorm.DB) error {
 	m := binTables(tx).Migrator()
 	steps := []func() error{
-		func() error { return m.CreateTable(&holdRow{}, &holdLineRow{}, &leaderRow{}) },
+		func() error { return m.CreateTable(&holdRowV3{}, &holdLineRow{}, &leaderRow{}) },
 		func() error { return m.AddColumn(&skuRow{}, "Reserved") },
 		func() error { return m.AddColumn(&orderRow{}, "HoldID") },
 		func() error { return m.AddColumn(&ledgerRow{}, "HoldID") },
@@ -254,3 +255,15 @@ func migrationLock(conn *gorm.DB) (func(), error) {
 		return func() {}, nil
 	}
 }
+
+// holdRowV3 is the reservations table as migration 3 made it.
+type holdRowV3 struct {
+	ID        string     `gorm:"column:id;primaryKey;size:40"`
+	Status    string     `gorm:"column:status;size:16;not null;index:idx_reservations_status_expires_at,priority:1"`
+	CreatedAt time.Time  `gorm:"column:created_at;not null"`
+	ExpiresAt time.Time  `gorm:"column:expires_at;not null;index:idx_reservations_status_expires_at,priority:2"`
+	EndedAt   *time.Time `gorm:"column:ended_at"`
+	OrderID   *string    `gorm:"column:order_id;size:40"`
+}
+
+func (holdRowV3) TableName() string { return "reservations" }

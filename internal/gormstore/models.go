@@ -19,17 +19,26 @@ type skuRow struct {
 func (skuRow) TableName() string { return "skus" }
 
 type orderRow struct {
-	ID          string     `gorm:"column:id;primaryKey;size:40"`
+	ID          string     `gorm:"column:id;primaryKey;size:40;index:idx_orders_client_id,priority:2"`
 	Status      string     `gorm:"column:status;size:16;not null"`
 	CreatedAt   time.Time  `gorm:"column:created_at;not null"`
 	CancelledAt *time.Time `gorm:"column:cancelled_at"`
 	HoldID      *string    `gorm:"column:reservation_id;size:40"` // the hold it confirmed
+	// ClientID is the client that made it ("" for the admin token); the
+	// caller's own listing reads by it, newest first.
+	ClientID string `gorm:"column:client_id;size:40;not null;default:'';index:idx_orders_client_id,priority:1"`
+	Customer string `gorm:"column:customer;size:128;not null;default:''"` // the client's shopper, for I9
 }
 
 func (orderRow) TableName() string { return "orders" }
 
-func (orderRow) columns() string { return "(id, status, created_at, cancelled_at, reservation_id)" }
-func (r orderRow) values() []any { return []any{r.ID, r.Status, r.CreatedAt, r.CancelledAt, r.HoldID} }
+func (orderRow) columns() string {
+	return "(id, status, created_at, cancelled_at, reservation_id, client_id, customer)"
+}
+
+func (r orderRow) values() []any {
+	return []any{r.ID, r.Status, r.CreatedAt, r.CancelledAt, r.HoldID, r.ClientID, r.Customer}
+}
 
 type lineRow struct {
 	OrderID  string `gorm:"column:order_id;primaryKey;size:40"`
@@ -97,19 +106,24 @@ func (migrationRow) TableName() string { return "schema_migrations" }
 // holdRow is a hold; its lines are the units it holds, whatever becomes of them.
 // The sweeper finds the expired ones by (status, expires_at).
 type holdRow struct {
-	ID        string     `gorm:"column:id;primaryKey;size:40"`
+	ID        string     `gorm:"column:id;primaryKey;size:40;index:idx_reservations_client_id,priority:2"`
 	Status    string     `gorm:"column:status;size:16;not null;index:idx_reservations_status_expires_at,priority:1"`
 	CreatedAt time.Time  `gorm:"column:created_at;not null"`
 	ExpiresAt time.Time  `gorm:"column:expires_at;not null;index:idx_reservations_status_expires_at,priority:2"`
 	EndedAt   *time.Time `gorm:"column:ended_at"`
 	OrderID   *string    `gorm:"column:order_id;size:40"` // the order it was confirmed into
+	ClientID  string     `gorm:"column:client_id;size:40;not null;default:'';index:idx_reservations_client_id,priority:1"`
+	Customer  string     `gorm:"column:customer;size:128;not null;default:''"`
 }
 
 func (holdRow) TableName() string { return "reservations" }
 
-func (holdRow) columns() string { return "(id, status, created_at, expires_at, ended_at, order_id)" }
+func (holdRow) columns() string {
+	return "(id, status, created_at, expires_at, ended_at, order_id, client_id, customer)"
+}
+
 func (r holdRow) values() []any {
-	return []any{r.ID, r.Status, r.CreatedAt, r.ExpiresAt, r.EndedAt, r.OrderID}
+	return []any{r.ID, r.Status, r.CreatedAt, r.ExpiresAt, r.EndedAt, r.OrderID, r.ClientID, r.Customer}
 }
 
 type holdLineRow struct {

@@ -185,11 +185,14 @@ func (s *Store) SKUs(ctx context.Context, after string, limit int) ([]orders.Sto
 // Orders lists up to limit orders, newest first, from the one before the
 // order id before ("" from the newest): one range read of the primary key (ids
 // sort by time), then their lines by the lines' primary key.
-func (s *Store) Orders(ctx context.Context, before string, limit int) ([]orders.Order, error) {
+func (s *Store) Orders(ctx context.Context, owner, before string, limit int) ([]orders.Order, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	var rows []orderRow
 	q := db.Order("id DESC").Limit(limit)
+	if owner != "" {
+		q = q.Where("client_id = ?", owner)
+	}
 	if before != "" {
 		q = q.Where("id < ?", before)
 	}

@@ -129,7 +129,8 @@ func readOrder(db *gorm.DB, id string) (orders.Order, error) {
 // order is the row with its lines, sorted as Go sorts, like the 201 was: the
 // database's collation may differ.
 func (row orderRow) order(items []orders.Item) orders.Order {
-	o := orders.Order{ID: row.ID, Status: orders.Status(row.Status), CreatedAt: row.CreatedAt.UTC(), Items: items}
+	o := orders.Order{ID: row.ID, Status: orders.Status(row.Status), CreatedAt: row.CreatedAt.UTC(), Items: items,
+		ClientID: row.ClientID, Customer: row.Customer}
 	if o.Items == nil {
 		o.Items = []orders.Item{}
 	}

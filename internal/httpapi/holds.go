@@ -12,8 +12,9 @@ import (
 )
 
 type holdRequest struct {
-	Items []itemRequest `json:"items"`
-	TTL   ttl           `json:"ttl"`
+	Items    []itemRequest `json:"items"`
+	TTL      ttl           `json:"ttl"`
+	Customer string        `json:"customer"`
 }
 
 type extendRequest struct {
@@ -65,7 +66,7 @@ func (s *server) placeHold(c *gin.Context) {
 		return
 	}
 	held, err := s.orders.Hold(c.Request.Context(), orders.HoldRequest{Items: placeOrderRequest{Items: req.Items}.items(),
-		TTL: req.TTL.duration(), IdempotencyKey: key})
+		TTL: req.TTL.duration(), IdempotencyKey: key, Customer: req.Customer})
 	s.held(c, http.StatusCreated, held, err)
 }
 
@@ -122,7 +123,7 @@ func (s *server) confirmHold(c *gin.Context) {
 	}
 	var items []orders.Item // nil: "items" left out, every held unit
 	if req.Items != nil {   // sent, even empty: the units it lists (empty is invalid)
-		items = placeOrderRequest(req).items()
+		items = placeOrderRequest{Items: req.Items}.items()
 	}
 	placed, err := s.orders.Confirm(c.Request.Context(), orders.ConfirmRequest{ID: c.Param("id"), Items: items, IdempotencyKey: key})
 	s.created(c, placed, err)

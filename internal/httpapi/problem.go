@@ -19,8 +19,6 @@ var (
 	errTooLarge     = errors.New("request body too large")
 	errBodyTimeout  = errors.New("request body not received in time")
 	errMediaType    = errors.New("request body must be application/json")
-	errUnauthorized = errors.New("admin token required")
-	errForbidden    = errors.New("wrong admin token")
 	errNoRoute      = errors.New("no such route")
 	errNoMethod     = errors.New("method not allowed on this route")
 	errPanic        = errors.New("internal error")
@@ -38,8 +36,9 @@ var statuses = []struct {
 	{errTooLarge, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"},
 	{errBodyTimeout, http.StatusRequestTimeout, "body-timeout", "Request body not received in time"},
 	{errMediaType, http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"},
-	{errUnauthorized, http.StatusUnauthorized, "unauthorized", "Admin token required"},
-	{errForbidden, http.StatusForbidden, "forbidden", "Admin token refused"},
+	{orders.ErrUnauthenticated, http.StatusUnauthorized, "unauthorized", "A valid API key is required"},
+	{orders.ErrForbidden, http.StatusForbidden, "forbidden", "The API key lacks the scope this route needs"},
+	{errRateLimited, http.StatusTooManyRequests, "rate-limited", "Too many requests: try again after Retry-After"},
 	{errNoRoute, http.StatusNotFound, "no-route", "Not found"},
 	{errNoMethod, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
 	{orders.ErrInvalid, http.StatusUnprocessableEntity, "invalid", "Invalid request"},
@@ -84,6 +83,12 @@ type problem struct {
 	SKUs       []string            `json:"skus,omitempty"`       // SKUs short of stock, or unknown
 	Available  map[string]int64    `json:"available,omitempty"`  // what the short SKUs had
 	Dependency string              `json:"dependency,omitempty"` // the dependency unavailable
+	// RequiredScopes are the scopes of which the route needs one (403).
+	RequiredScopes []orders.Scope `json:"required_scopes,omitempty"`
+	// Held and Limit are the units a caller holds or has and its cap (409
+	// hold-quota-exceeded, customer-limit-exceeded).
+	Held  *int64 `json:"held,omitempty"`
+	Limit *int64 `json:"limit,omitempty"`
 }
 
 // problem answers with err as problem+json and stops the handler chain.
@@ -110,6 +115,10 @@ func (s *server) problem(c *gin.Context, err error) {
 	if errors.As(err, &unknown) {
 		p.SKUs = unknown.SKUs
 		p.Detail = "no such SKU: " + strings.Join(unknown.SKUs, ", ")
+	}
+	var scope *orders.MissingScopeError
+	if errors.As(err, &scope) {
+		p.RequiredScopes = scope.Need
 	}
 	var replayed *orders.ReplayedError
 	if errors.As(err, &replayed) {
@@ -138,8 +147,8 @@ func (s *server) problem(c *gin.Context, err error) {
 			s.log.WarnContext(c.Request.Context(), msg, "dependency", p.Dependency, "err", err)
 		}
 	}
-	if errors.Is(err, errUnauthorized) {
-		c.Header("WWW-Authenticate", `Bearer realm="stockguard admin"`)
+	if errors.Is(err, orders.ErrUnauthenticated) {
+		c.Header("WWW-Authenticate", "Bearer")
 	}
 	c.Header("Content-Type", "application/problem+json")
 	c.AbortWithStatusJSON(p.Status, p)

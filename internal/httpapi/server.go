@@ -44,10 +44,18 @@ type Orders interface {
 
 // Config tunes the HTTP layer.
 type Config struct {
-	// AdminToken guards the admin API: restock, set stock, the order and hold
-	// lists, the event feed, the audit and the webhook endpoints (Authorization: Bearer <token>). Empty turns the admin API off: every
-	// admin call is refused.
+	// Auth turns each request's bearer secret into its caller. Nil: only
+	// AdminToken is accepted (a caller with admin), and nothing when it is
+	// empty too.
+	Auth       Authenticator
 	AdminToken string
+	// Clients is the clients' admin API (nil: its routes answer 404).
+	Clients Clients
+	// Limiter applies the rate limits (nil: none).
+	Limiter Limiter
+	// TrustedProxies are the addresses (CIDRs) whose X-Forwarded-For is
+	// believed for a request's source address; none: the peer's own.
+	TrustedProxies []string
 	// MaxBody bounds a request body; larger ones get 413. Default 16 KiB.
 	MaxBody int64
 	// RequestTimeout is every request's deadline. Default 10s.
@@ -70,6 +78,9 @@ type Dependency struct {
 type server struct {
 	cfg     Config
 	orders  Orders
+	auth    Authenticator
+	clients Clients
+	limiter Limiter
 	deps    []Dependency
 	metrics http.Handler
 	log     *slog.Logger
@@ -90,7 +101,10 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = time.Second
 	}
-	s := &server{cfg: cfg, orders: svc, deps: deps, metrics: metrics, log: log,
+	if cfg.Auth == nil && cfg.AdminToken != "" {
+		cfg.Auth = adminOnly(cfg.AdminToken)
+	}
+	s := &server{cfg: cfg, orders: svc, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "stockguard", Name: "http_request_duration_seconds",
@@ -107,6 +121,12 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true // c.Request.Context() is what handlers pass on
+	// X-Forwarded-For from the trusted proxies only (gin trusts every peer
+	// unless told): the failed-authentication limit counts by source address.
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		log.Error("--trusted-proxies refused: no proxy is trusted", "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	// The request id first, so that every line and answer carries it; observe
 	// next, outside recover: it sees the 500 of a panic.
 	r.Use(s.requestID, s.observe, s.recover, s.deadline)

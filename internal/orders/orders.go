@@ -40,12 +40,19 @@ type Order struct {
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// ReservationID is the hold this order confirmed, if any.
 	ReservationID string `json:"reservation_id,omitempty"`
+	// ClientID is the client that made it (none: the admin token); only it
+	// and an admin see it. Customer is the client's shopper it was for.
+	ClientID string `json:"client_id,omitempty"`
+	Customer string `json:"customer,omitempty"`
 }
 
 // PlaceRequest is an order as a client sends it.
 type PlaceRequest struct {
 	Items          []Item
 	IdempotencyKey string
+	// Customer is the caller's own id for its shopper, for the SKUs' limit
+	// per customer (I9); empty for none.
+	Customer string
 }
 
 // Placed is the answer to a PlaceRequest: the order, and whether it is a replay of

@@ -44,9 +44,10 @@ type Store interface {
 	SetStock(ctx context.Context, sku string, available, fence int64) (Stock, bool, error)
 	Order(ctx context.Context, id string) (Order, error)
 	// SKUs lists SKUs after the SKU after, in SKU order; Orders lists orders
-	// before the order id before, newest first; each reads indexed rows only.
+	// before the order id before, newest first, of the client owner (every
+	// client's when empty); each reads indexed rows only.
 	SKUs(ctx context.Context, after string, limit int) ([]Stock, error)
-	Orders(ctx context.Context, before string, limit int) ([]Order, error)
+	Orders(ctx context.Context, owner, before string, limit int) ([]Order, error)
 	// Stock reads one SKU's counters (one row).
 	Stock(ctx context.Context, sku string) (Stock, error)
 	// Reservation reads one hold; one past its expiry (on the database's clock)
@@ -56,7 +57,7 @@ type Store interface {
 	// Holds reads those of the holds ids that exist, as Reservation does, in
 	// one statement.
 	Holds(ctx context.Context, ids []string) (map[string]Reservation, error)
-	Reservations(ctx context.Context, before string, limit int) ([]Reservation, error)
+	Reservations(ctx context.Context, owner, before string, limit int) ([]Reservation, error)
 	// End ends holds in one transaction, each Ending decided on its own: a
 	// confirm or release acts on a hold that is held and, on the database's
 	// clock, not past its expiry, else its Ended.Err is a *HoldEndedError; an

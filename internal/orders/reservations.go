@@ -41,6 +41,8 @@ type Reservation struct {
 	ExpiresAt time.Time  `json:"expires_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	OrderID   string     `json:"order_id,omitempty"`
+	ClientID  string     `json:"client_id,omitempty"`
+	Customer  string     `json:"customer,omitempty"`
 }
 
 // HoldRequest is a hold as a client asks for it. A zero TTL is DefaultHoldTTL.
@@ -48,6 +50,7 @@ type HoldRequest struct {
 	Items          []Item
 	TTL            time.Duration
 	IdempotencyKey string
+	Customer       string // as PlaceRequest's
 }
 
 // Held is the answer to a hold, an extension or a release: the hold, and

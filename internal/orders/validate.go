@@ -52,3 +52,15 @@ func SKUs(items []Item) []string {
 	}
 	return out
 }
+
+// MaxCustomer is the longest customer id.
+const MaxCustomer = 128
+
+// ValidateCustomer checks a customer id: none, or 1 to MaxCustomer visible
+// ASCII characters.
+func ValidateCustomer(c string) error {
+	if len(c) > MaxCustomer || strings.ContainsFunc(c, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return &ValidationError{Fields: []FieldError{{Field: "customer", Message: fmt.Sprintf("must be 1 to %d visible ASCII characters", MaxCustomer)}}}
+	}
+	return nil
+}

@@ -24,6 +24,9 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	if err == nil {
 		err = orders.ValidateTTL("ttl", req.TTL, s.cfg.MaxHoldTTL)
 	}
+	if err == nil {
+		err = orders.ValidateCustomer(req.Customer)
+	}
 	if err != nil {
 		return orders.Held{}, err
 	}
@@ -35,8 +38,9 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	now := s.now()
 	h := &orders.Hold{TTL: ttl}
 	p := orders.Placement{
-		Order: orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)},
-		Hold:  h, Key: req.IdempotencyKey, Hash: hashOf("hold", ttl.String(), hashOf(itemParts(items)...)),
+		Order: orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond),
+			ClientID: orders.CallerOf(ctx).ClientID, Customer: req.Customer},
+		Hold: h, Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf(withCustomer([]string{"hold", ttl.String(), hashOf(itemParts(items)...)}, req.Customer)...),
 	}
 	r := s.placer.place(ctx, p)
 	switch {
@@ -48,12 +52,26 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	}
 	s.obs.HoldPlaced()
 	return orders.Held{Reservation: orders.Reservation{ID: p.Order.ID, Status: orders.HoldHeld, Items: items,
-		CreatedAt: p.Order.CreatedAt, ExpiresAt: h.ExpiresAt}}, nil
+		CreatedAt: p.Order.CreatedAt, ExpiresAt: h.ExpiresAt, ClientID: p.Order.ClientID, Customer: p.Order.Customer}}, nil
 }
 
 // Reservation returns one hold.
 func (s *Service) Reservation(ctx context.Context, id string) (orders.Reservation, error) {
-	return s.store.Reservation(ctx, id)
+	r, err := s.store.Reservation(ctx, id)
+	if err == nil && !orders.CallerOf(ctx).Owns(r.ClientID) {
+		return orders.Reservation{}, fmt.Errorf("hold %s: %w", id, orders.ErrNotFound) // another client's reads as none
+	}
+	return r, err
+}
+
+// ownHold refuses, as not found, a hold that is not the caller's: one read
+// for a client's key, none for an admin (who may act on any).
+func (s *Service) ownHold(ctx context.Context, id string) error {
+	if orders.CallerOf(ctx).Admin() {
+		return nil
+	}
+	_, err := s.Reservation(ctx, id)
+	return err
 }
 
 // Confirm makes a held hold an order, at most once: a retry (the same key, or
@@ -66,7 +84,10 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 			return orders.Placed{}, err
 		}
 	}
-	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("confirm", req.ID, hashOf(itemParts(items)...))}
+	if err := s.ownHold(ctx, req.ID); err != nil {
+		return orders.Placed{}, err
+	}
+	k := orders.Keyed{Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf("confirm", req.ID, hashOf(itemParts(items)...))}
 	now := s.now()
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
 	e := orders.Ending{Confirm: &orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}}
@@ -137,7 +158,10 @@ func (s *Service) confirmedAlready(ctx context.Context, held orders.Reservation,
 
 // Release returns a held hold's units to available.
 func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
-	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("release", req.ID)}
+	if err := s.ownHold(ctx, req.ID); err != nil {
+		return orders.Held{}, err
+	}
+	k := orders.Keyed{Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf("release", req.ID)}
 	e := orders.Ending{Release: &orders.Release{HoldID: req.ID, Keyed: k}}
 	var done orders.Ended
 	var err error
@@ -179,7 +203,10 @@ func (s *Service) Extend(ctx context.Context, req orders.HoldAction) (orders.Hel
 		return orders.Held{}, err
 	}
 	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
-	k := orders.Keyed{Key: req.IdempotencyKey, Hash: hashOf("extend", req.ID, ttl.String())}
+	if err := s.ownHold(ctx, req.ID); err != nil {
+		return orders.Held{}, err
+	}
+	k := orders.Keyed{Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf("extend", req.ID, ttl.String())}
 	if r, done := s.recorded(ctx, k); done {
 		return replayed(ctx, s, r, s.heldOf)
 	}

@@ -221,3 +221,31 @@ func (s *Service) refuse(ctx context.Context, p orders.Placement, refusal *order
 	}
 	return result{err: refusal}
 }
+
+// scopedKey is the key of the caller's request as it is recorded: a client's
+// keys are its own, so two clients that send the same Idempotency-Key never
+// see each other's answers. The admin token's keys are recorded as sent. A
+// scoped key longer than the records' column takes the hash of the key.
+func scopedKey(ctx context.Context, key string) string {
+	c := orders.CallerOf(ctx)
+	if key == "" || c.ClientID == "" {
+		return key
+	}
+	scoped := c.ClientID + "/" + key
+	if len(scoped) > maxRecordKey {
+		scoped = c.ClientID + "/#" + hashOf(key)
+	}
+	return scoped
+}
+
+// maxRecordKey is the size of the records' key column.
+const maxRecordKey = 255
+
+// withCustomer adds the customer to a request's hashed parts when there is
+// one, so that requests without one hash as they always did.
+func withCustomer(parts []string, customer string) []string {
+	if customer == "" {
+		return parts
+	}
+	return append(parts, "customer", customer)
+}

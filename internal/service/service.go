@@ -243,6 +243,9 @@ func withDefaults(cfg Config) Config {
 // Place places an order: all of it or nothing.
 func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error) {
 	items, err := orders.Normalize(req.Items)
+	if err == nil {
+		err = orders.ValidateCustomer(req.Customer)
+	}
 	if err != nil {
 		return orders.Placed{}, err
 	}
@@ -251,8 +254,11 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 		return orders.Placed{}, err
 	}
 	now := s.now()
-	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	r := s.placer.place(ctx, orders.Placement{Order: o, Key: req.IdempotencyKey, Hash: hashOf(itemParts(items)...)})
+	caller := orders.CallerOf(ctx)
+	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond),
+		ClientID: caller.ClientID, Customer: req.Customer}
+	r := s.placer.place(ctx, orders.Placement{Order: o, Key: scopedKey(ctx, req.IdempotencyKey),
+		Hash: hashOf(withCustomer(itemParts(items), req.Customer)...)})
 	switch {
 	case r.err != nil:
 		s.refused(r.err)
@@ -266,7 +272,7 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 
 // Cancel cancels a placed order and returns its stock, under the same locks.
 func (s *Service) Cancel(ctx context.Context, id string) (orders.Order, error) {
-	o, err := s.store.Order(ctx, id)
+	o, err := s.Order(ctx, id)
 	if err != nil {
 		return orders.Order{}, err
 	}
@@ -299,7 +305,7 @@ func (s *Service) RestockOnce(ctx context.Context, sku string, quantity int64, k
 	if err := validStocking(sku, "quantity", quantity, 1); err != nil {
 		return orders.Stocked{}, err
 	}
-	k := orders.Keyed{Key: key}
+	k := orders.Keyed{Key: scopedKey(ctx, key)}
 	if key != "" {
 		k.Hash = hashOf("restock", sku, strconv.FormatInt(quantity, 10))
 	}
@@ -437,7 +443,7 @@ func (s *Service) Orders(ctx context.Context, after string, limit int) ([]orders
 	if err := page(after, "starting_after", validID, limit); err != nil {
 		return nil, false, err
 	}
-	out, err := s.store.Orders(ctx, after, limit+1)
+	out, err := s.store.Orders(ctx, orders.CallerOf(ctx).Owner(), after, limit+1)
 	if err != nil {
 		return nil, false, err
 	}
@@ -450,7 +456,7 @@ func (s *Service) Reservations(ctx context.Context, after string, limit int) ([]
 	if err := page(after, "starting_after", validID, limit); err != nil {
 		return nil, false, err
 	}
-	out, err := s.store.Reservations(ctx, after, limit+1)
+	out, err := s.store.Reservations(ctx, orders.CallerOf(ctx).Owner(), after, limit+1)
 	if err != nil {
 		return nil, false, err
 	}
@@ -482,7 +488,11 @@ func validID(id string) bool {
 
 // Order returns one order.
 func (s *Service) Order(ctx context.Context, id string) (orders.Order, error) {
-	return s.store.Order(ctx, id)
+	o, err := s.store.Order(ctx, id)
+	if err == nil && !orders.CallerOf(ctx).Owns(o.ClientID) {
+		return orders.Order{}, fmt.Errorf("order %s: %w", id, orders.ErrNotFound) // another client's reads as none
+	}
+	return o, err
 }
 
 // Stock returns one SKU's stock: one row read, whatever its history.
