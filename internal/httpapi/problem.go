@@ -15,13 +15,13 @@ import (
 
 // Errors of the HTTP layer itself; the domain's are in package orders.
 var (
-	errBadJSON      = errors.New("malformed request body")
-	errTooLarge     = errors.New("request body too large")
-	errBodyTimeout  = errors.New("request body not received in time")
-	errMediaType    = errors.New("request body must be application/json")
-	errNoRoute      = errors.New("no such route")
-	errNoMethod     = errors.New("method not allowed on this route")
-	errPanic        = errors.New("internal error")
+	errBadJSON     = errors.New("malformed request body")
+	errTooLarge    = errors.New("request body too large")
+	errBodyTimeout = errors.New("request body not received in time")
+	errMediaType   = errors.New("request body must be application/json")
+	errNoRoute     = errors.New("no such route")
+	errNoMethod    = errors.New("method not allowed on this route")
+	errPanic       = errors.New("internal error")
 )
 
 // statuses maps every error the API can answer with to its status, problem type
