@@ -62,7 +62,7 @@ func TestSetStockAnswers(t *testing.T) {
 	if w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":"7"}`, header: admin, offContract: true}); w.Code != http.StatusBadRequest {
 		t.Errorf("a string: %d, want 400", w.Code)
 	}
-	if w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":7}`, offContract: true}); w.Code != http.StatusUnauthorized {
+	if w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":7}`, header: noAuth, offContract: true}); w.Code != http.StatusUnauthorized {
 		t.Errorf("no token: %d, want 401", w.Code)
 	}
 	m.EXPECT().RestockOnce(mock.Anything, "N-1", int64(2), "").Return(orders.Stocked{Stock: orders.Stock{SKU: "N-1", Available: 2, Stocked: 2}, Created: true}, nil).Once()
@@ -95,7 +95,7 @@ func TestListAnswers(t *testing.T) {
 		!strings.Contains(w.Body.String(), `must be an integer, not \"many\"`) {
 		t.Errorf("limit=many: %d %s, want 422 saying it must be an integer", w.Code, w.Body)
 	}
-	if w := do(h, call{method: "GET", path: "/v1/orders", offContract: true}); w.Code != http.StatusUnauthorized {
+	if w := do(h, call{method: "GET", path: "/v1/orders", header: noAuth, offContract: true}); w.Code != http.StatusUnauthorized {
 		t.Errorf("orders without the admin token: %d, want 401", w.Code)
 	}
 	m.EXPECT().Orders(mock.Anything, "", 20).Return([]orders.Order{{ID: "o2", Status: orders.StatusPlaced, Items: []orders.Item{{SKU: "A", Quantity: 1}}}}, false, nil).Once()
@@ -104,7 +104,7 @@ func TestListAnswers(t *testing.T) {
 		t.Errorf("orders page: %d %s", w.Code, w.Body)
 	}
 	// Holds are listed like orders: admin only, newest first, the same cursor.
-	if w := do(h, call{method: "GET", path: "/v1/reservations", offContract: true}); w.Code != http.StatusUnauthorized {
+	if w := do(h, call{method: "GET", path: "/v1/reservations", header: noAuth, offContract: true}); w.Code != http.StatusUnauthorized {
 		t.Errorf("holds without the admin token: %d, want 401", w.Code)
 	}
 	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -117,7 +117,7 @@ func TestListAnswers(t *testing.T) {
 	}
 	// The event feed: admin only, the same cursor and list shape, oldest first
 	// as the use case reads it.
-	if w := do(h, call{method: "GET", path: "/v1/events", offContract: true}); w.Code != http.StatusUnauthorized {
+	if w := do(h, call{method: "GET", path: "/v1/events", header: noAuth, offContract: true}); w.Code != http.StatusUnauthorized {
 		t.Errorf("events without the admin token: %d, want 401", w.Code)
 	}
 	m.EXPECT().Events(mock.Anything, "evt_7", 2).Return([]orders.Event{{ID: "evt_8", Position: 8, Type: orders.EventStockRestocked,

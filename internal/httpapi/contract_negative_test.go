@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stockguard/stockguard/api/apitest"
+	"github.com/stockguard/stockguard/internal/auth"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/service"
@@ -643,7 +644,8 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	svc := service.New(service.Config{Strategy: orders.StrategyDBAtomic},
 		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st, Webhooks: st}, log, time.Now)
 	reg := prometheus.NewRegistry()
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, svc, nil,
+	clients := auth.NewManager(st, auth.Defaults{MaxUnitsHeldPerSKU: 10, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1}}, nil, nil)
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients}, svc, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -714,6 +716,41 @@ type acceptingStore struct {
 	writes atomic.Int64
 }
 
+// The clients: every one exists, with every key; writes are counted.
+
+func (s *acceptingStore) CreateClient(_ context.Context, c orders.Client) (orders.Client, error) {
+	s.writes.Add(1)
+	return c, nil
+}
+
+func (s *acceptingStore) Client(_ context.Context, id string) (orders.Client, error) {
+	return orders.Client{ID: id, Name: "c", Scopes: []orders.Scope{orders.ScopeOrdersWrite}, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1},
+		CreatedAt: s.now(), UpdatedAt: s.now()}, nil
+}
+
+func (s *acceptingStore) Clients(context.Context, string, int) ([]orders.Client, error) { return nil, nil }
+
+func (s *acceptingStore) UpdateClient(ctx context.Context, id string, _ orders.ClientPatch, _ time.Time) (orders.Client, error) {
+	s.writes.Add(1)
+	return s.Client(ctx, id)
+}
+
+func (s *acceptingStore) CreateKey(_ context.Context, k orders.APIKey) (orders.APIKey, error) {
+	s.writes.Add(1)
+	return k, nil
+}
+
+func (s *acceptingStore) Keys(context.Context, string, string, int) ([]orders.APIKey, error) { return nil, nil }
+
+func (s *acceptingStore) RevokeKey(context.Context, string, string, time.Time) error {
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *acceptingStore) Callers(context.Context, []string) (map[string]orders.Caller, error) {
+	return nil, nil
+}
+
 func (s *acceptingStore) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 func (s *acceptingStore) Available(_ context.Context, skus []string) (map[string]int64, error) {
@@ -780,7 +817,7 @@ func (s *acceptingStore) Order(_ context.Context, id string) (orders.Order, erro
 
 func (s *acceptingStore) SKUs(context.Context, string, int) ([]orders.Stock, error) { return nil, nil }
 
-func (s *acceptingStore) Orders(context.Context, string, int) ([]orders.Order, error) {
+func (s *acceptingStore) Orders(context.Context, string, string, int) ([]orders.Order, error) {
 	return nil, nil
 }
 
@@ -827,7 +864,7 @@ func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duratio
 }
 
 // Reservations lists one hold.
-func (s *acceptingStore) Reservations(ctx context.Context, _ string, _ int) ([]orders.Reservation, error) {
+func (s *acceptingStore) Reservations(ctx context.Context, _, _ string, _ int) ([]orders.Reservation, error) {
 	r, err := s.Reservation(ctx, "h-listed")
 	return []orders.Reservation{r}, err
 }

@@ -153,12 +153,13 @@ func FuzzPlaceOrder(f *testing.F) {
 
 	fake := &ordersFake{}
 	reg := prometheus.NewRegistry()
-	h := New(Config{MaxBody: maxBody}, fake, nil,
+	h := New(Config{MaxBody: maxBody, AdminToken: "fuzz"}, fake, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.Fuzz(func(t *testing.T, body []byte, contentType, key string) {
 		fake.calls = fake.calls[:0] // inputs run one at a time
 		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/orders", bytes.NewReader(body))
 		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Authorization", "Bearer fuzz")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}

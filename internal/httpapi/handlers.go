@@ -28,7 +28,25 @@ type itemRequest struct {
 
 type placeOrderRequest struct {
 	Items    []itemRequest `json:"items"`
-	Customer string        `json:"customer"`
+	Customer customer      `json:"customer"`
+}
+
+// customer is the optional customer of an order or a hold: one sent empty is
+// kept as one too long, so that validation refuses it rather than reading it
+// as none.
+type customer string
+
+// UnmarshalJSON keeps an empty string as an invalid customer.
+func (c *customer) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s == "" {
+		s = strings.Repeat("-", orders.MaxCustomer+1)
+	}
+	*c = customer(s)
+	return nil
 }
 
 type restockRequest struct {
@@ -59,7 +77,7 @@ func (s *server) placeOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
-	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: req.items(), IdempotencyKey: key, Customer: req.Customer})
+	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: req.items(), IdempotencyKey: key, Customer: string(req.Customer)})
 	s.created(c, placed, err)
 }
 

@@ -24,6 +24,9 @@ import (
 
 const token = "s3cret"
 
+// noAuth is a call's header without a credential.
+var noAuth = map[string]string{"Authorization": ""}
+
 func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -48,8 +51,14 @@ func do(h http.Handler, c call) *httptest.ResponseRecorder {
 	if c.contentType != "" {
 		req.Header.Set("Content-Type", c.contentType)
 	}
+	// Every call is the admin's unless it says otherwise: an Authorization
+	// header of its own, or "" for none.
+	req.Header.Set("Authorization", "Bearer "+token)
 	for k, v := range c.header {
 		req.Header.Set(k, v)
+		if v == "" {
+			req.Header.Del(k)
+		}
 	}
 	if c.offContract {
 		req = apitest.OffContract(req)
@@ -172,9 +181,9 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 		detail     string // in the problem's detail
 	}{
 		{"no header", "", 401, "no Authorization header"},
-		{"not bearer", "Basic " + token, 401, `must be \"Bearer \" and the token`},
-		{"the token alone", token, 401, `must be \"Bearer \" and the token`},
-		{"wrong token", "Bearer nope", 403, ""},
+		{"not bearer", "Basic " + token, 401, `must be \"Bearer \" and the key's secret`},
+		{"the token alone", token, 401, `must be \"Bearer \" and the key's secret`},
+		{"wrong token", "Bearer nope", 401, "unknown or revoked key"},
 		{"right token", "Bearer " + token, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,10 +193,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 			}
 			h := newHandler(t, m)
-			hdr := map[string]string{}
-			if tc.auth != "" {
-				hdr["Authorization"] = tc.auth
-			}
+			hdr := map[string]string{"Authorization": tc.auth}
 			for _, c := range []call{
 				// Without a bearer token the request is off the contract.
 				{method: "POST", path: "/v1/skus/A-1/restock", body: `{"quantity":5}`, header: hdr, offContract: tc.want == 401},
@@ -205,6 +211,18 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A credential in the query string is refused, even beside a good header:
+// a secret in a URL ends up in logs and proxies.
+func TestCredentialInQueryRefused(t *testing.T) {
+	h := newHandler(t, mocks.NewOrders(t))
+	for _, q := range []string{"access_token=" + token, "api_key=x", "token=x", "x=sk_sg_abc"} {
+		w := do(h, call{method: "GET", path: "/v1/audit?" + q, offContract: true})
+		if w.Code != 401 || !strings.Contains(w.Body.String(), "query string") || w.Header().Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("?%s: %d %s %q, want 401 naming the query string, WWW-Authenticate: Bearer", q, w.Code, w.Body, w.Header().Get("WWW-Authenticate"))
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 type holdRequest struct {
 	Items    []itemRequest `json:"items"`
 	TTL      ttl           `json:"ttl"`
-	Customer string        `json:"customer"`
+	Customer customer      `json:"customer"`
 }
 
 type extendRequest struct {
@@ -66,7 +66,7 @@ func (s *server) placeHold(c *gin.Context) {
 		return
 	}
 	held, err := s.orders.Hold(c.Request.Context(), orders.HoldRequest{Items: placeOrderRequest{Items: req.Items}.items(),
-		TTL: req.TTL.duration(), IdempotencyKey: key, Customer: req.Customer})
+		TTL: req.TTL.duration(), IdempotencyKey: key, Customer: string(req.Customer)})
 	s.held(c, http.StatusCreated, held, err)
 }
 

@@ -46,7 +46,7 @@ var ginParam = regexp.MustCompile(`[:*]([A-Za-z_]+)`)
 // a route.
 func TestRoutesAreTheContract(t *testing.T) {
 	doc := apitest.Doc(t)
-	h := New(Config{}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	h := New(Config{Clients: noClients{}}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	engine, ok := h.(*gin.Engine)
 	if !ok {
 		t.Fatalf("New returns %T, not the gin engine", h)
@@ -67,6 +67,59 @@ func TestRoutesAreTheContract(t *testing.T) {
 		}
 	}
 }
+
+// Every route's scopes are the ones its operation's security names, as
+// alternatives ({bearerAuth: [scope]} each), and only health, readiness and
+// the contract are open: a new route without a security rule fails here.
+func TestRouteScopesAreTheContract(t *testing.T) {
+	doc := apitest.Doc(t)
+	routes := RouteScopes()
+	open := []string{"GET /healthz", "GET /readyz", "GET /openapi.yaml"}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			var documented []orders.Scope
+			if op.Security != nil {
+				for _, req := range *op.Security {
+					for scheme, scopes := range req {
+						if scheme != "bearerAuth" || len(scopes) != 1 {
+							t.Errorf("%s: security %v: want {bearerAuth: [one scope]} per alternative", name, req)
+						}
+						for _, sc := range scopes {
+							documented = append(documented, orders.Scope(sc))
+						}
+					}
+				}
+			}
+			routed, ok := routes[method+" "+ginParamOf(path)]
+			switch {
+			case slices.Contains(open, name):
+				if ok || len(documented) > 0 {
+					t.Errorf("%s should be open: routed with %v, documented %v", name, routed, documented)
+				}
+			case !ok:
+				t.Errorf("%s has no scope in routes.go", name)
+			case !slices.Equal(routed, documented):
+				t.Errorf("%s: routes.go needs %v, api/openapi.yaml %v", name, routed, documented)
+			}
+			if !slices.Contains(open, name) {
+				for _, code := range []string{"401", "403", "429"} {
+					if op.Responses.Value(code) == nil {
+						t.Errorf("%s: no %s answer in api/openapi.yaml", name, code)
+					}
+				}
+			}
+		}
+	}
+	if len(routes) < 25 {
+		t.Errorf("only %d routes with scopes", len(routes))
+	}
+}
+
+// ginParamOf turns the contract's {param} into gin's :param.
+func ginParamOf(path string) string { return contractParam.ReplaceAllString(path, ":$1") }
+
+var contractParam = regexp.MustCompile(`\{([^}]+)\}`)
 
 // problemSchemas maps each problem type URI the contract describes to its
 // schema's status.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"net/http"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/stockguard/stockguard/internal/orders"
@@ -10,42 +12,66 @@ import (
 // caller needs one (admin has them all). Only health, readiness and the
 // contract are open; api/openapi.yaml declares the same (a test compares).
 func (s *server) routes(r *gin.Engine) {
-	r.POST("/v1/orders", s.need(orders.ScopeOrdersWrite), s.placeOrder)
-	r.GET("/v1/orders", s.need(orders.ScopeOrdersRead), s.listOrders)
-	r.GET("/v1/orders/:id", s.need(orders.ScopeOrdersRead), s.getOrder)
-	r.POST("/v1/orders/:id/cancel", s.need(orders.ScopeOrdersWrite), s.cancelOrder)
-	r.POST("/v1/reservations", s.need(orders.ScopeHoldsWrite), s.placeHold)
-	r.GET("/v1/reservations", s.need(orders.ScopeHoldsWrite, orders.ScopeOrdersRead), s.listHolds)
-	r.GET("/v1/reservations/:id", s.need(orders.ScopeHoldsWrite, orders.ScopeOrdersRead), s.getHold)
-	r.POST("/v1/reservations/:id/extend", s.need(orders.ScopeHoldsWrite), s.extendHold)
-	r.POST("/v1/reservations/:id/confirm", s.need(orders.ScopeHoldsWrite), s.confirmHold)
-	r.POST("/v1/reservations/:id/release", s.need(orders.ScopeHoldsWrite), s.releaseHold)
-	r.GET("/v1/skus", s.need(orders.ScopeStockRead), s.listSKUs)
-	r.GET("/v1/skus/:sku", s.need(orders.ScopeStockRead), s.getSKU)
-	r.PUT("/v1/skus/:sku", s.need(orders.ScopeStockWrite), s.setStock)
-	r.POST("/v1/skus/:sku/restock", s.need(orders.ScopeStockWrite), s.restock)
-	r.GET("/v1/events", s.need(orders.ScopeEventsRead), s.listEvents)
-	r.GET("/v1/audit", s.need(orders.ScopeAdmin), s.audit)
-	r.POST("/v1/webhooks", s.need(orders.ScopeWebhooksWrite), s.createWebhook)
-	r.GET("/v1/webhooks", s.need(orders.ScopeWebhooksWrite), s.listWebhooks)
-	r.GET("/v1/webhooks/:id", s.need(orders.ScopeWebhooksWrite), s.getWebhook)
-	r.DELETE("/v1/webhooks/:id", s.need(orders.ScopeWebhooksWrite), s.deleteWebhook)
-	r.GET("/v1/webhooks/:id/failures", s.need(orders.ScopeWebhooksWrite), s.listWebhookFailures)
-	r.POST("/v1/clients", s.need(orders.ScopeAdmin), s.createClient)
-	r.GET("/v1/clients", s.need(orders.ScopeAdmin), s.listClients)
-	r.GET("/v1/clients/:id", s.need(orders.ScopeAdmin), s.getClient)
-	r.PATCH("/v1/clients/:id", s.need(orders.ScopeAdmin), s.updateClient)
-	r.POST("/v1/clients/:id/keys", s.need(orders.ScopeAdmin), s.createKey)
-	r.GET("/v1/clients/:id/keys", s.need(orders.ScopeAdmin), s.listKeys)
-	r.DELETE("/v1/clients/:id/keys/:key", s.need(orders.ScopeAdmin), s.revokeKey)
+	s.route(r, http.MethodPost, "/v1/orders", s.placeOrder, orders.ScopeOrdersWrite)
+	s.route(r, http.MethodGet, "/v1/orders", s.listOrders, orders.ScopeOrdersRead)
+	s.route(r, http.MethodGet, "/v1/orders/:id", s.getOrder, orders.ScopeOrdersRead)
+	s.route(r, http.MethodPost, "/v1/orders/:id/cancel", s.cancelOrder, orders.ScopeOrdersWrite)
+	s.route(r, http.MethodPost, "/v1/reservations", s.placeHold, orders.ScopeHoldsWrite)
+	s.route(r, http.MethodGet, "/v1/reservations", s.listHolds, orders.ScopeHoldsWrite, orders.ScopeOrdersRead)
+	s.route(r, http.MethodGet, "/v1/reservations/:id", s.getHold, orders.ScopeHoldsWrite, orders.ScopeOrdersRead)
+	s.route(r, http.MethodPost, "/v1/reservations/:id/extend", s.extendHold, orders.ScopeHoldsWrite)
+	s.route(r, http.MethodPost, "/v1/reservations/:id/confirm", s.confirmHold, orders.ScopeHoldsWrite)
+	s.route(r, http.MethodPost, "/v1/reservations/:id/release", s.releaseHold, orders.ScopeHoldsWrite)
+	s.route(r, http.MethodGet, "/v1/skus", s.listSKUs, orders.ScopeStockRead)
+	s.route(r, http.MethodGet, "/v1/skus/:sku", s.getSKU, orders.ScopeStockRead)
+	s.route(r, http.MethodPut, "/v1/skus/:sku", s.setStock, orders.ScopeStockWrite)
+	s.route(r, http.MethodPost, "/v1/skus/:sku/restock", s.restock, orders.ScopeStockWrite)
+	s.route(r, http.MethodGet, "/v1/events", s.listEvents, orders.ScopeEventsRead)
+	s.route(r, http.MethodGet, "/v1/audit", s.audit, orders.ScopeAdmin)
+	s.route(r, http.MethodPost, "/v1/webhooks", s.createWebhook, orders.ScopeWebhooksWrite)
+	s.route(r, http.MethodGet, "/v1/webhooks", s.listWebhooks, orders.ScopeWebhooksWrite)
+	s.route(r, http.MethodGet, "/v1/webhooks/:id", s.getWebhook, orders.ScopeWebhooksWrite)
+	s.route(r, http.MethodDelete, "/v1/webhooks/:id", s.deleteWebhook, orders.ScopeWebhooksWrite)
+	s.route(r, http.MethodGet, "/v1/webhooks/:id/failures", s.listWebhookFailures, orders.ScopeWebhooksWrite)
+	if s.clients != nil {
+		s.route(r, http.MethodPost, "/v1/clients", s.createClient, orders.ScopeAdmin)
+		s.route(r, http.MethodGet, "/v1/clients", s.listClients, orders.ScopeAdmin)
+		s.route(r, http.MethodGet, "/v1/clients/:id", s.getClient, orders.ScopeAdmin)
+		s.route(r, http.MethodPatch, "/v1/clients/:id", s.updateClient, orders.ScopeAdmin)
+		s.route(r, http.MethodPost, "/v1/clients/:id/keys", s.createKey, orders.ScopeAdmin)
+		s.route(r, http.MethodGet, "/v1/clients/:id/keys", s.listKeys, orders.ScopeAdmin)
+		s.route(r, http.MethodDelete, "/v1/clients/:id/keys/:key", s.revokeKey, orders.ScopeAdmin)
+	}
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	if s.metrics != nil { // else served alone on --metrics-addr
-		r.GET("/metrics", s.need(orders.ScopeAdmin), gin.WrapH(s.metrics))
+		s.route(r, http.MethodGet, "/metrics", gin.WrapH(s.metrics), orders.ScopeAdmin)
 	}
 	r.GET("/openapi.yaml", s.openapi)
 
 	r.NoRoute(func(c *gin.Context) { s.problem(c, errNoRoute) })
 	r.NoMethod(func(c *gin.Context) { s.problem(c, errNoMethod) })
 }
+
+// route serves method and path with h, to callers with one of scopes, and
+// records the scopes for the contract's test.
+func (s *server) route(r *gin.Engine, method, path string, h gin.HandlerFunc, scopes ...orders.Scope) {
+	s.scopes[method+" "+path] = scopes
+	r.Handle(method, path, s.need(scopes...), h)
+}
+
+// RouteScopes returns the scopes of every route, by "METHOD /path" (gin's
+// :param form), of which a caller needs one.
+func RouteScopes() map[string][]orders.Scope {
+	s := &server{scopes: map[string][]orders.Scope{}, clients: noClients{}, metrics: http.NotFoundHandler()}
+	s.routes(gin.New())
+	return s.scopes
+}
+
+// clientsAPI names Clients for embedding: a field named Clients would hide
+// the method of that name.
+type clientsAPI = Clients
+
+// noClients stands for a Clients where none is called (RouteScopes).
+type noClients struct{ clientsAPI }

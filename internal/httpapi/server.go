@@ -81,6 +81,7 @@ type server struct {
 	auth    Authenticator
 	clients Clients
 	limiter Limiter
+	scopes  map[string][]orders.Scope // by "METHOD /path": what routes records
 	deps    []Dependency
 	metrics http.Handler
 	log     *slog.Logger
@@ -105,6 +106,7 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 		cfg.Auth = adminOnly(cfg.AdminToken)
 	}
 	s := &server{cfg: cfg, orders: svc, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
+		scopes: map[string][]orders.Scope{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "stockguard", Name: "http_request_duration_seconds",

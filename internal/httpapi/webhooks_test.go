@@ -52,7 +52,7 @@ func TestWebhookAdmin(t *testing.T) {
 		!strings.Contains(w.Body.String(), `"field":"secret"`) || !strings.Contains(w.Body.String(), "5 bytes") {
 		t.Fatalf("bad url and secret: %d %s", w.Code, w.Body)
 	}
-	if w = do(h, call{method: "POST", path: "/v1/webhooks", body: `{"url":"https://erp.example.com/"}`, offContract: true}); w.Code != 401 {
+	if w = do(h, call{method: "POST", path: "/v1/webhooks", body: `{"url":"https://erp.example.com/"}`, header: noAuth, offContract: true}); w.Code != 401 {
 		t.Fatalf("no token: %d", w.Code)
 	}
 
