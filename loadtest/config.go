@@ -155,8 +155,11 @@ func (co *Checkout) validate() error {
 
 // Config is a whole run.
 type Config struct {
-	BaseURL    string              `json:"baseURL" yaml:"baseURL"`
-	AdminToken string              `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`
+	BaseURL    string `json:"baseURL" yaml:"baseURL"`
+	AdminToken string `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`
+	// APIKey is a client's key, for the workload's requests (the admin
+	// token's when empty).
+	APIKey     string              `json:"apiKey,omitempty" yaml:"apiKey,omitempty"`
 	Scenarios  map[string]Scenario `json:"scenarios" yaml:"scenarios"`
 	Thresholds map[string][]string `json:"thresholds,omitempty" yaml:"thresholds,omitempty"`
 	// Ceiling, a path such as /healthz, turns every scenario into GETs of it in

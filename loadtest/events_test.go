@@ -35,7 +35,7 @@ func feedOf(t *testing.T, events []feedEvent, hidden int, after int64) *client {
 		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": page, "has_more": from+3 < len(shown)})
 	}))
 	t.Cleanup(srv.Close)
-	return newClient(srv.URL, "tok", 5*time.Second, &live{}, newRecorder())
+	return newClient(srv.URL, "tok", "", 5*time.Second, &live{}, newRecorder())
 }
 
 // events of SKU A: restocked 10, sold 2, sold 1; and one of another SKU.

@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	configPath := fs.String("config", "", "scenario file (.yaml, .yml or .json); flags below describe one scenario otherwise")
 	url := fs.String("url", envOr(getenv, "LOADTEST_URL", "http://127.0.0.1:8080"), "base URL of the service ($LOADTEST_URL)")
 	token := fs.String("admin-token", getenv("STOCKGUARD_ADMIN_TOKEN"), "admin token, to seed stock and audit ($STOCKGUARD_ADMIN_TOKEN)")
+	apiKey := fs.String("api-key", getenv("STOCKGUARD_API_KEY"), "a client's API key, sent with every order, hold and read (the admin token's requests keep the admin token); empty sends the admin token ($STOCKGUARD_API_KEY)")
 	executor := fs.String("executor", ConstantVUs, "constant-vus, ramping-vus, constant-arrival-rate or ramping-arrival-rate")
 	vus := fs.Int("vus", 32, "VUs (constant-vus), or preallocated VUs (arrival-rate)")
 	maxVUs := fs.Int("max-vus", 0, "most VUs an arrival-rate executor may allocate (default: -vus)")
@@ -116,12 +117,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if cfg.AdminToken == "" {
 			cfg.AdminToken = *token
 		}
+		if cfg.APIKey == "" {
+			cfg.APIKey = *apiKey
+		}
 	} else {
 		mv := *maxVUs
 		if mv == 0 {
 			mv = *vus
 		}
-		cfg = Config{BaseURL: *url, AdminToken: *token, Thresholds: map[string][]string{},
+		cfg = Config{BaseURL: *url, AdminToken: *token, APIKey: *apiKey, Thresholds: map[string][]string{},
 			Scenarios: map[string]Scenario{"default": {Executor: *executor, VUs: *vus, Duration: Duration(*duration),
 				Rate: *rateFlag, PreAllocatedVUs: *vus, MaxVUs: mv, Stages: []Stage{{Duration: Duration(*duration), Target: rampTarget(*executor, *vus, *rateFlag)}},
 				Workload: Workload{SKUs: *skus, Popularity: *popularity, Stock: *stock, MaxQuantity: *maxQty,
@@ -236,7 +240,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	}
 	lv := &live{}
 	rec := newRecorder()
-	c := newClient(cfg.BaseURL, cfg.AdminToken, time.Duration(cfg.Timeout), lv, rec) //nolint:contextcheck // its dialer is bounded by each request's deadline
+	c := newClient(cfg.BaseURL, cfg.AdminToken, cfg.APIKey, time.Duration(cfg.Timeout), lv, rec) //nolint:contextcheck // its dialer is bounded by each request's deadline
 	ceiling := cfg.Ceiling != ""
 	var stock map[string]int64
 	if !ceiling {

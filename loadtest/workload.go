@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,8 +24,11 @@ import (
 // (no goroutines per connection, pooled buffers), so that the generator is not
 // what limits a run.
 type client struct {
-	base    string
-	admin   string
+	base  string
+	admin string
+	// bearer is every request's Authorization unless it names its own: the
+	// API key's (-api-key), else the admin token's.
+	bearer  string
 	timeout time.Duration
 	fast    *fasthttp.Client
 	lv      *live
@@ -48,7 +52,7 @@ func (c countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func newClient(base, admin string, timeout time.Duration, lv *live, rec *recorder) *client {
+func newClient(base, admin, apiKey string, timeout time.Duration, lv *live, rec *recorder) *client {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	fast := &fasthttp.Client{
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
@@ -71,7 +75,11 @@ func newClient(base, admin string, timeout time.Duration, lv *live, rec *recorde
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: true,
 	}
-	return &client{base: strings.TrimRight(base, "/"), admin: admin, timeout: timeout, lv: lv, rec: rec, fast: fast}
+	bearer := ""
+	if key := cmp.Or(apiKey, admin); key != "" {
+		bearer = "Bearer " + key
+	}
+	return &client{base: strings.TrimRight(base, "/"), admin: admin, bearer: bearer, timeout: timeout, lv: lv, rec: rec, fast: fast}
 }
 
 type answer struct {
@@ -93,6 +101,9 @@ func (c *client) send(ctx context.Context, method, path string, body []byte, hdr
 	if body != nil {
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(body)
+	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", c.bearer)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)

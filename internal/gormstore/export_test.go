@@ -13,6 +13,9 @@ import (
 // older schema, fill it, and migrate it the rest of the way.
 var MigrateTo = migrateTo
 
+// LatestMigration is the version of the last migration.
+var LatestMigration = migrations[len(migrations)-1].version
+
 // WithEventsOutsideTransaction returns a store that writes its events outside
 // the writes' transactions (never in the service: see Store.eventsOutside).
 func (s *Store) WithEventsOutsideTransaction() *Store {

@@ -45,27 +45,20 @@ func newLostWorld(t *testing.T, strategy orders.Strategy) *lostWorld {
 	return &lostWorld{rep: rep, direct: direct, proxy: proxy, h: h}
 }
 
-// post sends a POST with the Idempotency-Key key (none when empty).
+// post sends a POST, as the admin, with the Idempotency-Key key (none when
+// empty).
 func (lw *lostWorld) post(t *testing.T, path, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	return lw.send(t, path, key, body, false)
+	return lw.send(t, path, key, body)
 }
 
-// adminPost is post with the admin token.
-func (lw *lostWorld) adminPost(t *testing.T, path, key, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	return lw.send(t, path, key, body, true)
-}
-
-func (lw *lostWorld) send(t *testing.T, path, key, body string, admin bool) *httptest.ResponseRecorder {
+func (lw *lostWorld) send(t *testing.T, path, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if admin {
-		req.Header.Set("Authorization", "Bearer t")
-	}
+	req.Header.Set("Authorization", "Bearer t")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -205,26 +198,26 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 			// nothing and says it is a replay; another quantity under the
 			// key is refused.
 			fired = lw.proxy.Arm(testenv.CommitAnswerLost)
-			rec = lw.adminPost(t, "/v1/skus/A/restock", "kr", `{"quantity":4}`)
+			rec = lw.post(t, "/v1/skus/A/restock", "kr", `{"quantity":4}`)
 			awaitFired(t, fired)
 			wantOutcomeUnknown(t, rec)
 			lw.wantNoGuessCached(t, "A")
-			rec = lw.adminPost(t, "/v1/skus/A/restock", "kr", `{"quantity":4}`)
+			rec = lw.post(t, "/v1/skus/A/restock", "kr", `{"quantity":4}`)
 			var st orders.Stock
 			_ = json.Unmarshal(rec.Body.Bytes(), &st)
 			if rec.Code != http.StatusOK || rec.Header().Get("Idempotent-Replayed") != "true" || st.Stocked != 10 {
 				t.Fatalf("restock retried: %d %s (replayed %q), want 200 replayed with 10 stocked", rec.Code, rec.Body, rec.Header().Get("Idempotent-Replayed"))
 			}
-			if rec = lw.adminPost(t, "/v1/skus/A/restock", "kr", `{"quantity":5}`); rec.Code != http.StatusUnprocessableEntity ||
+			if rec = lw.post(t, "/v1/skus/A/restock", "kr", `{"quantity":5}`); rec.Code != http.StatusUnprocessableEntity ||
 				!strings.Contains(rec.Body.String(), "idempotency-key-reused") {
 				t.Fatalf("restock with the key and another quantity: %d %s, want 422 idempotency-key-reused", rec.Code, rec.Body)
 			}
 			// Not committed, answer lost: the retry restocks.
 			fired = lw.proxy.Arm(testenv.CommitNotSent)
-			rec = lw.adminPost(t, "/v1/skus/B/restock", "kr2", `{"quantity":3}`)
+			rec = lw.post(t, "/v1/skus/B/restock", "kr2", `{"quantity":3}`)
 			awaitFired(t, fired)
 			wantOutcomeUnknown(t, rec)
-			if rec = lw.adminPost(t, "/v1/skus/B/restock", "kr2", `{"quantity":3}`); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "" {
+			if rec = lw.post(t, "/v1/skus/B/restock", "kr2", `{"quantity":3}`); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "" {
 				t.Fatalf("restock retried: %d %s (replayed %q), want a new 201", rec.Code, rec.Body, rec.Header().Get("Idempotent-Replayed"))
 			}
 			if st, err := lw.direct.Stock(ctx, "B"); err != nil || st.Stocked != 3 {

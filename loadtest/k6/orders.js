@@ -11,6 +11,8 @@ import { Counter } from 'k6/metrics';
 
 const BASE_URL = (__ENV.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const ADMIN_TOKEN = __ENV.ADMIN_TOKEN || __ENV.STOCKGUARD_ADMIN_TOKEN || '';
+// The orders' credential: a client's API key (orders:write), else the admin token.
+const API_KEY = __ENV.API_KEY || __ENV.STOCKGUARD_API_KEY || ADMIN_TOKEN;
 // A fresh SKU name per run by default: an SKU with stock left from another run
 // would count that stock as this run's.
 const SKU = __ENV.SKU || `k6-${Date.now().toString(36)}`;
@@ -66,7 +68,7 @@ function key() {
 export default function (data) {
   const sku = data.skus[data.skus.length === 1 ? 0 : Math.floor(Math.random() * data.skus.length)];
   const res = http.post(`${BASE_URL}/v1/orders`, JSON.stringify({ items: [{ sku, quantity: 1 }] }),
-    { headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key() },
+    { headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key(), Authorization: `Bearer ${API_KEY}` },
       responseCallback: http.expectedStatuses(201, 409) });
   check(res, { 'order: 201 or 409': (r) => r.status === 201 || r.status === 409 });
   if (res.status === 201) {
