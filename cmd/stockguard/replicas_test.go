@@ -148,7 +148,21 @@ func startReplicaLogged(t *testing.T, i int, env []string) (string, string) {
 // otherwise a POST written on a connection the replica was closing at that
 // instant got EOF (a load slowed past a minute on a busy machine left some of
 // its pooled connections idle that long), and a POST is not retried.
-var transport = &http.Transport{MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}
+//
+// Every request it sends carries the admin token unless it names an
+// Authorization of its own (set, even empty, for a request without one):
+// every route needs a credential, and most tests are about something else.
+var transport = adminByDefault{&http.Transport{MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}}
+
+type adminByDefault struct{ base http.RoundTripper }
+
+func (a adminByDefault) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, set := r.Header["Authorization"]; !set {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+adminToken)
+	}
+	return a.base.RoundTrip(r)
+}
 
 // client returns the client the tests talk to a replica with: every request it
 // sends and every answer it gets is checked against api/openapi.yaml, a

@@ -242,3 +242,38 @@ func TestEventTypesAreTheContract(t *testing.T) {
 		t.Errorf("Event.type enum %q, orders.EventTypes %q", documented, types)
 	}
 }
+
+// docs/security.md's scopes table is the routes' (RouteScopes), row for row.
+func TestSecurityDocListsTheScopes(t *testing.T) {
+	b, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- scopes:begin -->\n")
+	table, _, ok2 := strings.Cut(rest, "<!-- scopes:end -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/security.md: no scopes table between its markers")
+	}
+	documented := map[string][]orders.Scope{}
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[2:] {
+		cells := strings.Split(line, "|")
+		if len(cells) != 4 {
+			t.Fatalf("docs/security.md: row %q", line)
+		}
+		route := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		for _, s := range strings.Split(cells[2], " or ") {
+			documented[route] = append(documented[route], orders.Scope(strings.Trim(strings.TrimSpace(s), "`")))
+		}
+	}
+	routes := RouteScopes()
+	for r, scopes := range routes {
+		if !slices.Equal(documented[r], scopes) {
+			t.Errorf("docs/security.md: %s needs %v, the code %v", r, documented[r], scopes)
+		}
+	}
+	for r := range documented {
+		if _, ok := routes[r]; !ok {
+			t.Errorf("docs/security.md lists %s, which is no route", r)
+		}
+	}
+}

@@ -64,6 +64,7 @@ func (s *server) route(r *gin.Engine, method, path string, h gin.HandlerFunc, sc
 // RouteScopes returns the scopes of every route, by "METHOD /path" (gin's
 // :param form), of which a caller needs one.
 func RouteScopes() map[string][]orders.Scope {
+	gin.SetMode(gin.ReleaseMode)
 	s := &server{scopes: map[string][]orders.Scope{}, clients: noClients{}, metrics: http.NotFoundHandler()}
 	s.routes(gin.New())
 	return s.scopes
