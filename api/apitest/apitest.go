@@ -14,6 +14,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -274,3 +276,30 @@ func (ex *exchange) checkNoRoute(status int, h http.Header, body []byte) {
 		ex.t.Errorf("%s: answer %d is no %s: %v\n%s", ex.what, status, name, err, body)
 	}
 }
+
+// Operation is one operation of the contract, as a test that walks them all
+// sends it: Sample is its path with every parameter filled in; Open says it
+// needs no credential (no security requirement).
+type Operation struct {
+	Method, Path, GinPath, Sample string
+	Open                          bool
+}
+
+// Operations lists every operation of api/openapi.yaml, sorted by path and
+// method, so that a test generated from the document covers a new route by
+// itself.
+func Operations(t testing.TB) []Operation {
+	t.Helper()
+	var out []Operation
+	for path, item := range Doc(t).Paths.Map() {
+		for method, op := range item.Operations() {
+			out = append(out, Operation{Method: method, Path: path,
+				GinPath: pathParam.ReplaceAllString(path, ":$1"), Sample: pathParam.ReplaceAllString(path, "x1"),
+				Open: op.Security == nil || len(*op.Security) == 0})
+		}
+	}
+	slices.SortFunc(out, func(a, b Operation) int { return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method) })
+	return out
+}
+
+var pathParam = regexp.MustCompile(`\{([^}]+)\}`)

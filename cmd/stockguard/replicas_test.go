@@ -66,6 +66,7 @@ type cluster struct {
 	dbURL string
 	redis *testenv.Redis
 	urls  []string
+	logs  []string // each replica's log (its stderr)
 }
 
 func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
@@ -83,7 +84,8 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	for i := range n {
-		c.urls = append(c.urls, startReplica(t, i, env))
+		url, log := startReplicaLogged(t, i, env)
+		c.urls, c.logs = append(c.urls, url), append(c.logs, log)
 	}
 	return c
 }
@@ -169,7 +171,8 @@ func (a adminByDefault) RoundTrip(r *http.Request) (*http.Response, error) {
 // mismatch failing t. Only a replica's answers are the contract's: what nginx
 // answers itself goes through nginxOwn.
 func client(t testing.TB) *http.Client {
-	return &http.Client{Timeout: 60 * time.Second, Transport: apitest.Transport(t, transport)}
+	// The admin token before the contract's check, which wants a credential.
+	return &http.Client{Timeout: 60 * time.Second, Transport: adminByDefault{apitest.Transport(t, transport)}}
 }
 
 // offContract returns c marking every request it sends apitest.OffContract: the

@@ -36,7 +36,7 @@ func startHTTPServer(t *testing.T, vars map[string]string) string {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	handler := httpapi.New(httpapi.Config{RequestTimeout: cfg.requestTimeout}, mocks.NewOrders(t),
+	handler := httpapi.New(httpapi.Config{RequestTimeout: cfg.requestTimeout, AdminToken: adminToken}, mocks.NewOrders(t),
 		nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
 	srv := newHTTPServer(cfg, handler, log)
 	if srv.ReadHeaderTimeout != cfg.readHeaderTimeout || srv.ReadTimeout != cfg.readTimeout {
@@ -148,7 +148,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		"STOCKGUARD_REQUEST_TIMEOUT": "10m", "STOCKGUARD_SHUTDOWN_TIMEOUT": "10m"})
 	body := `{"items":[{"sku":"A-1","quantity":1}]}` + strings.Repeat(" ", 1000) // 20 s at a byte per 20ms
 	head := "POST /v1/orders HTTP/1.1\r\nHost: stockguard\r\nContent-Type: application/json\r\n" +
-		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		"Authorization: Bearer " + adminToken + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	got, sent, elapsed := slowClient(t, addr, head, body, 30*time.Second)
 	t.Logf("cut off after %s, %d of %d body bytes sent; the server said %q", elapsed, sent, len(body), firstLine(got))
 	if elapsed < readTimeout {
