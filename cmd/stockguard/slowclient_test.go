@@ -181,6 +181,7 @@ func onContract(t *testing.T, addr, body string, resp *http.Response) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	answered := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		resp.Request = r
 		return resp, nil
