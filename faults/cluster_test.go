@@ -443,7 +443,20 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // hold waits d: the length of a fault, not a stand-in for synchronisation.
 func hold(d time.Duration) { <-time.After(d) }
 
-var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+// httpClient sends the admin token with every request that names no
+// Authorization of its own: every route needs a credential, and the faults
+// are about something else.
+var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: adminByDefault{&http.Transport{MaxIdleConnsPerHost: 64}}}
+
+type adminByDefault struct{ base http.RoundTripper }
+
+func (a adminByDefault) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, set := r.Header["Authorization"]; !set {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+adminToken)
+	}
+	return a.base.RoundTrip(r)
+}
 
 func get(ctx context.Context, rawURL string, hdr map[string]string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
