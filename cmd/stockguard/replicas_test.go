@@ -66,6 +66,7 @@ type cluster struct {
 	dbURL string
 	redis *testenv.Redis
 	urls  []string
+	env   []string // the replicas' environment, for one more
 }
 
 func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
@@ -76,6 +77,7 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s", testDBConns,
 		"STOCKGUARD_SHUTDOWN_TIMEOUT=30s", "STOCKGUARD_LOG_LEVEL=warn")
 	env = append(env, extraEnv...)
+	c.env = env
 
 	mig := exec.CommandContext(t.Context(), binary, "migrate")
 	mig.Env = env

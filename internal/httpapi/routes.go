@@ -28,7 +28,9 @@ func (s *server) routes(r *gin.Engine) {
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", gin.WrapH(s.metrics))
+	if s.metrics != nil { // nil: served on a listener of its own (--metrics-addr)
+		r.GET("/metrics", gin.WrapH(s.metrics))
+	}
 	r.GET("/openapi.yaml", s.openapi)
 
 	r.NoRoute(func(c *gin.Context) { s.problem(c, errNoRoute) })
