@@ -355,6 +355,10 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 	if status, _, err := get(ctx, plain, "http://"+metricsAddr+"/healthz"); err != nil || status != http.StatusNotFound {
 		t.Errorf("GET /healthz on --metrics-addr: %d %v, want 404: the metrics alone there", status, err)
 	}
+	// Without TLS, the health check speaks plain HTTP, as it did before.
+	if err := run(ctx, []string{"healthcheck"}, env(map[string]string{"STOCKGUARD_ADDR": addr}), io.Discard, io.Discard); err != nil {
+		t.Errorf("healthcheck over plain HTTP: %v", err)
+	}
 }
 
 // TLS settings that cannot work are refused by name at start, before anything
