@@ -145,6 +145,9 @@ func TestDemoOnOtherLockServices(t *testing.T) {
 	}
 	for _, kind := range []string{"redlock", "postgres", "etcd", "zk", "azblob"} {
 		t.Run(kind, func(t *testing.T) {
+			// A lock service not installed here skips, as every other test
+			// needing it does, before a database or a replica is started.
+			testenv.NeedLockService(t, kind)
 			db := testenv.NewDatabase(t, testenv.Postgres) // the demo's store, and postgres's locks
 			getenv := func(k string) string {
 				switch k {

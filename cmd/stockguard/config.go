@@ -55,6 +55,10 @@ type serveConfig struct {
 	webhookTimeout       time.Duration
 	dbMaxConns           int
 	pprofAddr            string
+	metricsAddr          string
+	tlsCertFile          string
+	tlsKeyFile           string
+	tlsClientCAFile      string
 	namespace            string
 	logLevel             string
 	logFormat            string
@@ -219,6 +223,10 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
 	e.duration(&c.shutdownTimeout, "shutdown-timeout", "STOCKGUARD_SHUTDOWN_TIMEOUT", 15*time.Second, "how long a shutdown waits for requests in flight")
 	e.boolean(&c.accessLog, "access-log", "STOCKGUARD_ACCESS_LOG", "a log line per request at info (method, route, status, latency, request id, idempotency key); off, only failures are logged", true)
+	e.str(&c.tlsCertFile, "tls-cert-file", "STOCKGUARD_TLS_CERT_FILE", "", "PEM certificate (chain) to serve HTTPS with on --addr, TLS 1.2 or later; reloaded when the file changes, no restart; needs --tls-key-file")
+	e.str(&c.tlsKeyFile, "tls-key-file", "STOCKGUARD_TLS_KEY_FILE", "", "PEM private key of --tls-cert-file")
+	e.str(&c.tlsClientCAFile, "tls-client-ca-file", "STOCKGUARD_TLS_CLIENT_CA_FILE", "", "PEM CA bundle: every client must present a certificate it signed (mutual TLS); needs --tls-cert-file")
+	e.str(&c.metricsAddr, "metrics-addr", "STOCKGUARD_METRICS_ADDR", "", "serve /metrics on this address alone (plain HTTP, for Prometheus inside the network) and not on --addr; empty serves it on --addr")
 	e.str(&c.pprofAddr, "pprof-addr", "STOCKGUARD_PPROF_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address; empty turns them off")
 	e.str(&c.namespace, "namespace", "STOCKGUARD_NAMESPACE", "sku", "first part of every Redis key's hash tag ({<namespace>:<SKU>})")
 	logFlags(e, &c.logLevel, &c.logFormat)
@@ -260,6 +268,9 @@ func (c serveConfig) check() error {
 			return fmt.Errorf("trusted-proxies: %q is neither an address nor a CIDR", p)
 		}
 	}
+	if err := c.checkTLS(); err != nil {
+		return err
+	}
 	if c.maxBatch < 1 || c.maxQueue < 1 || c.dbMaxConns < 1 {
 		return errors.New("max-batch, max-queue and db-max-conns must be at least 1")
 	}
@@ -280,6 +291,23 @@ func (c serveConfig) check() error {
 	}
 	return nil
 }
+
+// checkTLS refuses TLS settings that cannot mean what they say: a certificate
+// without its key (or a key without its certificate) would serve plain HTTP
+// where HTTPS was meant, and client certificates cannot be asked for over
+// plain HTTP.
+func (c serveConfig) checkTLS() error {
+	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
+		return errors.New("tls-cert-file and tls-key-file go together: give both, or neither for plain HTTP")
+	}
+	if c.tlsClientCAFile != "" && c.tlsCertFile == "" {
+		return errors.New("tls-client-ca-file needs tls-cert-file and tls-key-file: client certificates are asked for in a TLS handshake")
+	}
+	return nil
+}
+
+// tls says whether the replica serves HTTPS.
+func (c serveConfig) tls() bool { return c.tlsCertFile != "" }
 
 // batchTimeout bounds one lock-batch critical section, the lock wait included:
 // a request's deadline.

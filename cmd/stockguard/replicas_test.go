@@ -67,6 +67,7 @@ type cluster struct {
 	redis *testenv.Redis
 	urls  []string
 	logs  []string // each replica's log (its stderr)
+	env   []string // the replicas' environment, for one more
 }
 
 func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
@@ -77,6 +78,7 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 		"STOCKGUARD_ADDR=127.0.0.1:0", "STOCKGUARD_LOCK_WAIT=20s", "STOCKGUARD_REQUEST_TIMEOUT=30s", testDBConns,
 		"STOCKGUARD_SHUTDOWN_TIMEOUT=30s", "STOCKGUARD_LOG_LEVEL=warn")
 	env = append(env, extraEnv...)
+	c.env = env
 
 	mig := exec.CommandContext(t.Context(), binary, "migrate")
 	mig.Env = env

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,6 +48,19 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.strategy == string(orders.StrategyUnsafe) {
 		log.Error("UNSAFE STRATEGY: this replica takes orders without any lock and WILL OVERSELL; it is the control group of a demo, never a deployment",
 			"unsafe_window", cfg.unsafeWindow.String()) // widened on purpose, so that it oversells every time
+	}
+
+	// The certificate before anything is opened: a replica that cannot serve
+	// what it was told to serve stops at once.
+	var tlsConfig *tls.Config
+	if cfg.tls() {
+		reloader, err := newCertReloader(cfg.tlsCertFile, cfg.tlsKeyFile, log, time.Now)
+		if err != nil {
+			return err
+		}
+		if tlsConfig, err = serverTLS(cfg, reloader); err != nil {
+			return err
+		}
 	}
 
 	// Redis first: its client connects lazily, so a bad URL is refused before
@@ -160,12 +175,32 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	defer stopAuth()
 	go authn.Run(authCtx)
 	clients := auth.NewManager(store, cfg.clientDefaults(), time.Now, authn)
+	// With --metrics-addr, /metrics is served on that listener only: the API's
+	// listener has no such route (nil).
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	apiMetrics := metrics
+	if cfg.metricsAddr != "" {
+		apiMetrics = nil
+	}
 	//nolint:contextcheck // gin handlers take their context from the request
 	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, TrustedProxies: cfg.trustedProxies(),
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
-		svc, ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
+		svc, ready, apiMetrics, reg, log)
 
 	srv := newHTTPServer(cfg, handler, log)
+	srv.TLSConfig = tlsConfig
+	errc := make(chan error, 2)
+	if cfg.metricsAddr != "" {
+		// Before the API's listener: a replica whose metrics cannot be served
+		// does not announce an address.
+		msrv, err := serveMetrics(ctx, cfg, metrics, log, errc)
+		if err != nil {
+			return err
+		}
+		// Closed after the API's listener has drained: a stopping replica's
+		// last scrape still answers.
+		defer func() { _ = msrv.Close() }()
+	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -173,7 +208,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.adminToken == "" {
 		log.Warn("no admin token: only the clients' API keys are accepted (make one with stockguard clients create)")
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
+	log.Info("serving", "addr", ln.Addr().String(), "tls", cfg.tls(), "client_certificates", cfg.tlsClientCAFile != "", "strategy", cfg.strategy, "lock_service", ls.kind, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait, "lock_replicas", cfg.lockReplicas)
 	announceListening(stdout, cfg.logFormat, ln.Addr().String())
 
 	if cfg.pprofAddr != "" {
@@ -183,8 +218,13 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		}
 		defer stopPprof()
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate from TLSConfig.GetCertificate
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -233,6 +273,28 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) (func(), err
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("serving profiles", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
+}
+
+// serveMetrics serves /metrics alone on --metrics-addr, plain HTTP: an internal
+// address for Prometheus, apart from the API's listener and whatever TLS and
+// client certificates that one asks for. Its serving error goes to errc.
+func serveMetrics(ctx context.Context, cfg serveConfig, metrics http.Handler, log *slog.Logger, errc chan<- error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.metricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.readHeaderTimeout, ReadTimeout: cfg.readTimeout,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics: %w", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return srv, nil
 }
 
 // newHTTPServer is the http.Server of a replica. Its timeouts bound what a slow

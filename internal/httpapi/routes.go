@@ -45,7 +45,7 @@ func (s *server) routes(r *gin.Engine) {
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
-	if s.metrics != nil { // else served alone on --metrics-addr
+	if s.metrics != nil { // nil: served on a listener of its own (--metrics-addr), without a credential
 		s.route(r, http.MethodGet, "/metrics", gin.WrapH(s.metrics), orders.ScopeAdmin)
 	}
 	r.GET("/openapi.yaml", s.openapi)

@@ -91,7 +91,8 @@ type server struct {
 }
 
 // New returns the HTTP handler. deps are what readiness checks; metrics serves
-// /metrics; reg receives the HTTP metrics.
+// /metrics, or nil when another listener serves it (/metrics is then no route
+// here: 404 no-route); reg receives the HTTP metrics.
 func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 16 << 10

@@ -3,7 +3,22 @@ package testenv
 import (
 	"strings"
 	"testing"
+
+	"github.com/stockguard/stockguard/pkg/lock/lockserver/lockservertest"
 )
+
+// NeedLockService skips the test, with the reason every test that starts those
+// servers skips with, when the private servers of lock service kind (redlock,
+// etcd, zk, azblob) are not on this machine; under STOCKGUARD_TEST_REQUIRE_REAL=1
+// it fails it instead. redis and postgres need no server of their own: nothing
+// to check. It starts nothing, so a test can ask before its own work.
+func NeedLockService(t testing.TB, kind string) {
+	t.Helper()
+	if kind == "redis" || kind == "postgres" {
+		return
+	}
+	lockservertest.NeedService(t, kind)
+}
 
 // LockKinds are the lock services the service can run on, as --lock-url
 // chooses them.

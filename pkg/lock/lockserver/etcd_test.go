@@ -14,7 +14,7 @@ func TestEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := StartEtcd(ctx, t.TempDir())
-	if errors.Is(err, ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "" {
+	if errors.Is(err, ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") != "1" {
 		t.Skip(err)
 	}
 	if err != nil {

@@ -32,6 +32,16 @@ type RedisOptions struct {
 	Conf []string
 }
 
+// redisBinary finds redis-server on the PATH; it fails with ErrNotInstalled
+// when there is none.
+func redisBinary() (string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("%w: redis-server: %w", ErrNotInstalled, err)
+	}
+	return bin, nil
+}
+
 // StartRedis starts a private redis-server (from the PATH) on a free loopback
 // port, as opt says, with its redis.conf, its working directory and its log in
 // a new directory under parent (see newDir), and waits within ctx until it
@@ -42,9 +52,9 @@ type RedisOptions struct {
 // after a crash. It fails with ErrNotInstalled when no redis-server is on the
 // PATH.
 func StartRedis(ctx context.Context, parent string, opt RedisOptions) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisBinary()
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis-server: %w", ErrNotInstalled, err)
+		return nil, err
 	}
 	nports := 1
 	if opt.ClusterNodeTimeout > 0 {

@@ -28,11 +28,14 @@ type Service struct {
 var starters = map[string]struct {
 	what  string // for errors: "<scheme> needs <what>"
 	start func(ctx context.Context, parent string) (*Service, error)
+	find  func() error // the lookup of the binaries start would run, nothing started
 }{
-	"redlock": {"three redis-servers", startRedlock},
-	"etcd":    {"an etcd", func(ctx context.Context, parent string) (*Service, error) { return one(StartEtcd(ctx, parent)) }},
-	"zk":      {"a ZooKeeper", func(ctx context.Context, parent string) (*Service, error) { return one(StartZooKeeper(ctx, parent)) }},
-	"azblob":  {"an Azurite", startAzblob},
+	"redlock": {"three redis-servers", startRedlock, func() error { _, err := redisBinary(); return err }},
+	"etcd": {"an etcd", func(ctx context.Context, parent string) (*Service, error) { return one(StartEtcd(ctx, parent)) },
+		func() error { _, err := etcdBinary(); return err }},
+	"zk": {"a ZooKeeper", func(ctx context.Context, parent string) (*Service, error) { return one(StartZooKeeper(ctx, parent)) },
+		func() error { _, _, err := ZooKeeperClasspath(); return err }},
+	"azblob": {"an Azurite", startAzblob, func() error { _, err := AzuriteBinary(); return err }},
 }
 
 // Schemes are the lock URL schemes StartService starts servers for, sorted.
@@ -60,6 +63,20 @@ func StartService(ctx context.Context, scheme, parent string) (*Service, error) 
 	}
 	s.Scheme = scheme
 	return s, nil
+}
+
+// Installed says whether the servers of the lock URL scheme are on this
+// machine, starting none: nil when they are, else the error their starter
+// (StartRedis, StartEtcd, StartZooKeeper, StartAzurite) fails with, wrapping
+// ErrNotInstalled and saying how to install them: the same words whoever
+// asks, so that a test that needs them skips (or fails) with the same reason
+// as the tests that start the server itself, before it starts anything else.
+func Installed(scheme string) error {
+	st, ok := starters[scheme]
+	if !ok {
+		return fmt.Errorf("lockserver: no servers to start for lock scheme %q (want one of %s)", scheme, strings.Join(Schemes(), ", "))
+	}
+	return st.find()
 }
 
 // URL is the service's lock URL with path: scheme://host,.../path (no slash

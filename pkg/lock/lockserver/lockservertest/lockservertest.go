@@ -8,7 +8,6 @@ package lockservertest
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -128,6 +127,35 @@ func Azurite(tb testing.TB) *lockserver.AzuriteServer {
 	return start(tb, lockserver.StartAzurite, func(s *lockserver.AzuriteServer) error { return s.Close() })
 }
 
+// SkipNotInstalled ends the test when err says a server is not on this
+// machine (it wraps lockserver.ErrNotInstalled): skipped with err as its
+// reason, or failed under STOCKGUARD_TEST_REQUIRE_REAL=1, where a run must
+// not pass by testing nothing. Any other err, nil included, is left to the
+// caller.
+func SkipNotInstalled(tb testing.TB, err error) {
+	tb.Helper()
+	if !errors.Is(err, lockserver.ErrNotInstalled) {
+		return
+	}
+	if RequireReal() {
+		tb.Fatal(err)
+	}
+	tb.Skip(err)
+}
+
+// NeedService skips the test (or fails it under STOCKGUARD_TEST_REQUIRE_REAL=1)
+// when the servers of lock URL scheme (redlock, etcd, zk, azblob:
+// lockserver.Installed) are not on this machine, with the reason the tests
+// that start those servers skip with; it starts nothing.
+func NeedService(tb testing.TB, scheme string) {
+	tb.Helper()
+	err := lockserver.Installed(scheme)
+	SkipNotInstalled(tb, err)
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // start runs startFn, again up to twice when it fails for another reason than
 // the server missing (a port found free can be taken before the server binds
 // it), and closes the server when the test ends.
@@ -142,10 +170,8 @@ func start[S any](tb testing.TB, startFn func(context.Context, string) (S, error
 			break
 		}
 	}
-	switch {
-	case errors.Is(err, lockserver.ErrNotInstalled) && os.Getenv("STOCKGUARD_TEST_REQUIRE_REAL") != "1":
-		tb.Skip(err)
-	case err != nil:
+	SkipNotInstalled(tb, err)
+	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = closeFn(s) })
