@@ -32,6 +32,7 @@ type serveConfig struct {
 	defaultRate          float64
 	defaultBurst         int
 	trustedProxyList     string
+	insecureNoAuth       bool
 	strategy             string
 	allowOversell        bool
 	lockTTL              time.Duration
@@ -199,6 +200,7 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.integer(&c.defaultMaxUnitsHeld, "default-max-units-held-per-sku", "STOCKGUARD_DEFAULT_MAX_UNITS_HELD_PER_SKU", auth.DefaultMaxUnitsHeldPerSKU, "a new client's cap on units held in live holds per SKU, when its request leaves max_units_held_per_sku out")
 	e.float(&c.defaultRate, "default-rate-limit", "STOCKGUARD_DEFAULT_RATE_LIMIT", auth.DefaultRatePerSecond, "a new client's requests per second, all replicas together, when its request leaves rate_limit out")
 	e.integer(&c.defaultBurst, "default-rate-burst", "STOCKGUARD_DEFAULT_RATE_BURST", auth.DefaultRateBurst, "a new client's burst of requests, when its request leaves rate_limit out")
+	e.boolean(&c.insecureNoAuth, "insecure-no-auth", "STOCKGUARD_INSECURE_NO_AUTH", "take every request as the admin's, with no credential, scope or rate limit checked: the control group of the benchmark that measures what the checks cost (make bench), never a deployment")
 	e.str(&c.trustedProxyList, "trusted-proxies", "STOCKGUARD_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of the proxies whose X-Forwarded-For names a request's source (nginx in compose); empty trusts none")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")

@@ -183,7 +183,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		apiMetrics = nil
 	}
 	//nolint:contextcheck // gin handlers take their context from the request
-	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, TrustedProxies: cfg.trustedProxies(),
+	if cfg.insecureNoAuth {
+		log.Error("INSECURE: --insecure-no-auth takes every request as the admin's, unchecked; it is the control group of a benchmark, never a deployment")
+	}
+	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
 		svc, ready, apiMetrics, reg, log)
 

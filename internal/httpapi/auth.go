@@ -44,6 +44,11 @@ var credentialParams = []string{"access_token", "api_key", "apikey", "key", "tok
 // secret the authenticator knows, with one of scopes, within its rate limit.
 // It puts the caller in the request's context for the use case.
 func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
+	if s.cfg.NoAuth {
+		return func(c *gin.Context) {
+			c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), orders.AdminCaller))
+		}
+	}
 	return func(c *gin.Context) {
 		caller, err := s.authenticate(c)
 		if err != nil {

@@ -277,3 +277,23 @@ func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ str
 		t.Errorf("problem %+v, want status %d type %q", p, status, typ)
 	}
 }
+
+// NoAuth, the benchmark's control group, takes a request without a
+// credential as the admin's; without it the same request is 401.
+func TestNoAuthTakesEveryoneAsTheAdmin(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		m := mocks.NewOrders(t)
+		if off {
+			m.EXPECT().Audit(mock.MatchedBy(func(ctx context.Context) bool { return orders.CallerOf(ctx).Admin() }), false).
+				Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
+		}
+		reg := prometheus.NewRegistry()
+		h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, NoAuth: off}, m, nil,
+			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.DiscardHandler)))
+		w := do(h, call{method: "GET", path: "/v1/audit", header: noAuth, offContract: true})
+		if want := map[bool]int{false: 401, true: 200}[off]; w.Code != want {
+			t.Errorf("NoAuth %v: %d %s, want %d", off, w.Code, w.Body, want)
+		}
+	}
+}
+

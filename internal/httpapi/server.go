@@ -53,6 +53,10 @@ type Config struct {
 	Clients Clients
 	// Limiter applies the rate limits (nil: none).
 	Limiter Limiter
+	// NoAuth takes every request as the admin's, unchecked and unlimited:
+	// the control group of the benchmark that measures what the checks cost,
+	// never a deployment.
+	NoAuth bool
 	// TrustedProxies are the addresses (CIDRs) whose X-Forwarded-For is
 	// believed for a request's source address; none: the peer's own.
 	TrustedProxies []string
