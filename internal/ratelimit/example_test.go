@@ -25,7 +25,7 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 
-	limits := ratelimit.New(rdb, ratelimit.Options{Namespace: "sku", Now: func() time.Time { return now }})
+	limits := ratelimit.New(rdb, ratelimit.Options{Namespace: "sku", Now: func() time.Time { return now }, Timeout: time.Second})
 	lim := ratelimit.Limit{PerSecond: 0.5, Burst: 2}
 	for range 3 {
 		d := limits.Allow(context.Background(), "cli_01JEXAMPLE", lim)

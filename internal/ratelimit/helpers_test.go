@@ -114,3 +114,8 @@ func (r *logRecorder) count(level slog.Level) int {
 }
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// patient is the Timeout of the tests that are not about Redis failing: a
+// call to miniredis can take long on a busy machine, and a call timed out
+// would send the replica to its fallback.
+const patient = time.Minute

@@ -61,7 +61,7 @@ func TestConcurrentRequestsShareOneLease(t *testing.T) {
 	for range n {
 		go func() { results <- l.Allow(t.Context(), "c", lim) }()
 	}
-	b := l.bucket(clientKind + "c")
+	b := l.bucket(bucketKey{clientKind, "c"})
 	deadline := time.Now().Add(30 * time.Second)
 	for b.waiters.Load() < n-1 { // the other requests wait for the one lease
 		require.True(t, time.Now().Before(deadline), "%d requests waiting", b.waiters.Load())
@@ -83,7 +83,7 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	mr.SetTime(clk.Now())
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := New(rdb, Options{Now: clk.Now, Logger: discard})
+	l := New(rdb, Options{Now: clk.Now, Logger: discard, Timeout: time.Minute})
 	lim := Limit{PerSecond: 10, Burst: 20}
 	for _, k := range []string{"a", "b", "c"} {
 		require.True(t, l.Allow(t.Context(), k, lim).Allowed)

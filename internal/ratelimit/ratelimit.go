@@ -79,14 +79,14 @@ type Options struct {
 	// Logger gets one warning when Redis stops answering and one line when it
 	// answers again. Default slog.Default().
 	Logger *slog.Logger
-	// LeaseFraction is the share of a client's burst a replica takes from
-	// Redis in one call (at least 1 unit). Over any window a client gets at
-	// most replicas × LeaseFraction × Burst units above its limit: 0.15 ÷
-	// replicas keeps that within 15%. Default 0.05 (three replicas).
+	// LeaseFraction sizes the chunk a replica leases from Redis in one call:
+	// that share of the client's burst, or of the units its rate gives back
+	// in LeaseTTL if fewer, and at least 1. Over any window a client gets at
+	// most replicas × chunk units above its limit, so 0.15 ÷ replicas keeps
+	// that within 15%. Default 0.05 (three replicas).
 	LeaseFraction float64
 	// LeaseTTL is how long a replica may keep units it leased and has not
-	// spent; the rest are dropped. A lease is also never larger than what the
-	// limit gives back in LeaseTTL. Default 1s.
+	// spent; the rest are dropped. Default 1s.
 	LeaseTTL time.Duration
 	// ProbeInterval is how often, while Redis is down, one request tries
 	// Redis again instead of the fallback limiter. Default 1s.
@@ -109,11 +109,30 @@ const (
 // address.
 var DefaultFailedAuth = Limit{PerSecond: 10, Burst: 20}
 
+// kind keeps the clients' buckets and the addresses' apart, in Redis and in
+// the replica's map.
+type kind uint8
+
 const (
-	// clientKind and authKind keep the clients' buckets and the addresses'
-	// apart, in Redis and in the replica's map.
-	clientKind = "ratelimit:"
-	authKind   = "ratelimit-auth:"
+	clientKind kind = iota
+	authKind
+)
+
+// prefix is the kind's part of a Redis key.
+func (k kind) prefix() string {
+	if k == authKind {
+		return "ratelimit-auth:"
+	}
+	return "ratelimit:"
+}
+
+// bucketKey names a bucket in the replica's map without building a string.
+type bucketKey struct {
+	kind kind
+	key  string
+}
+
+const (
 	// maxAttempts bounds the leases one request waits for when the ones
 	// before it were spent by other requests of the same client.
 	maxAttempts = 32
@@ -135,7 +154,7 @@ type Limiter struct {
 	probe     time.Duration
 	authLimit Limit
 
-	buckets   sync.Map // kind+key → *bucket
+	buckets   sync.Map // bucketKey → *bucket
 	lastSweep atomic.Int64
 
 	down      atomic.Bool // Redis did not answer the last call
@@ -192,7 +211,7 @@ func New(rdb redis.UniversalClient, opts Options) *Limiter {
 // Redis does not answer, the replica falls back to a limiter of its own at
 // lim (see the package doc).
 func (l *Limiter) Allow(ctx context.Context, key string, lim Limit) Decision {
-	return l.allow(ctx, clientKind+key, lim)
+	return l.allow(ctx, bucketKey{clientKind, key}, lim)
 }
 
 // FailedAuth records one failed authentication from the source address addr
@@ -200,30 +219,36 @@ func (l *Limiter) Allow(ctx context.Context, key string, lim Limit) Decision {
 // missing or wrong, and answer 429 instead of 401 when it is not Allowed.
 // The limit is Options.FailedAuth, shared by the replicas as Allow's are.
 func (l *Limiter) FailedAuth(ctx context.Context, addr string) Decision {
-	return l.allow(ctx, authKind+addr, l.authLimit)
+	return l.allow(ctx, bucketKey{authKind, addr}, l.authLimit)
 }
 
 // RedisKey returns the Redis key of a client's bucket.
-func (l *Limiter) RedisKey(key string) string { return l.redisKey(clientKind + key) }
-
-func (l *Limiter) redisKey(key string) string {
-	// redis_rate puts "rate:" before it.
-	return "{" + l.ns + ":" + key + "}"
+func (l *Limiter) RedisKey(key string) string {
+	return "rate:" + l.redisKey(bucketKey{clientKind, key})
 }
 
-func (l *Limiter) allow(ctx context.Context, key string, lim Limit) Decision {
+// redisKey is the bucket's key as redis_rate is given it; it puts "rate:"
+// before it.
+func (l *Limiter) redisKey(k bucketKey) string {
+	return "{" + l.ns + ":" + k.kind.prefix() + k.key + "}"
+}
+
+func (l *Limiter) allow(ctx context.Context, key bucketKey, lim Limit) Decision {
 	if !lim.Valid() {
 		return Decision{Limit: lim, RetryAfter: time.Second, ResetAfter: time.Second}
 	}
-	l.maybeSweep(l.now())
-	for range maxAttempts {
+	now := l.now() // read once on the fast path: a clock read is a good part of its cost
+	l.maybeSweep(now)
+	for attempt := range maxAttempts {
+		if attempt > 0 {
+			now = l.now()
+		}
 		b := l.bucket(key)
 		b.mu.Lock()
 		if b.dead { // swept meanwhile: take the new one
 			b.mu.Unlock()
 			continue
 		}
-		now := l.now()
 		b.used = now
 		b.setLimit(lim, l.chunk(lim), now)
 		if d, ok := b.fromLease(now); ok {
@@ -278,7 +303,7 @@ func (l *Limiter) allow(ctx context.Context, key string, lim Limit) Decision {
 // take leases up to n units of key's bucket from Redis, within the Timeout.
 // The call does not end with the caller's context: requests of the same
 // client wait for its answer.
-func (l *Limiter) take(ctx context.Context, key string, lim Limit, n int) (*redis_rate.Result, error) {
+func (l *Limiter) take(ctx context.Context, key bucketKey, lim Limit, n int) (*redis_rate.Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	// One unit per Period, Period being the unit's interval: redis_rate's
@@ -287,17 +312,17 @@ func (l *Limiter) take(ctx context.Context, key string, lim Limit, n int) (*redi
 	return l.rdb.AllowAtMost(ctx, l.redisKey(key), rl, n)
 }
 
-// chunk is how many units one lease asks for: LeaseFraction of the burst,
-// no more than the limit gives back in LeaseTTL, at least 1.
+// chunk is how many units one lease asks for: LeaseFraction of the burst
+// and of what the limit gives back in LeaseTTL, whichever is less, and at
+// least 1. The second keeps what leases that expire unspent cost the client:
+// a replica that spends less than a chunk per LeaseTTL still draws only a
+// chunk per LeaseTTL, LeaseFraction of the rate.
 func (l *Limiter) chunk(lim Limit) int {
-	n := int(float64(lim.Burst) * l.fraction)
-	if perTTL := int(lim.PerSecond * l.leaseTTL.Seconds()); n > perTTL {
-		n = perTTL
-	}
-	return max(n, 1)
+	n := min(float64(lim.Burst), lim.PerSecond*l.leaseTTL.Seconds()) * l.fraction
+	return max(int(n), 1)
 }
 
-func (l *Limiter) bucket(key string) *bucket {
+func (l *Limiter) bucket(key bucketKey) *bucket {
 	if b, ok := l.buckets.Load(key); ok {
 		return b.(*bucket)
 	}

@@ -33,7 +33,7 @@ func TestSharedLimitAcrossThreeReplicas(t *testing.T) {
 		rdb.AddHook(calls)
 		// A generous Timeout: a call timed out on a busy machine would switch
 		// a replica to its own limiter, which this test is not about.
-		limiters[i] = ratelimit.New(rdb, ratelimit.Options{Namespace: env.Namespace, Timeout: 5 * time.Second, Logger: discard})
+		limiters[i] = ratelimit.New(rdb, ratelimit.Options{Namespace: env.Namespace, Timeout: patient, Logger: discard})
 	}
 	cleanBuckets(t, env.Client(t), env.Namespace)
 	key := "cli_" + testenv.RandomID()
@@ -84,7 +84,7 @@ func TestBurstThenRefusal(t *testing.T) {
 	env := testenv.NewRedis(t)
 	rdb := env.Client(t)
 	cleanBuckets(t, rdb, env.Namespace)
-	l := ratelimit.New(rdb, ratelimit.Options{Namespace: env.Namespace, Timeout: 5 * time.Second, Logger: discard})
+	l := ratelimit.New(rdb, ratelimit.Options{Namespace: env.Namespace, Timeout: patient, Logger: discard})
 	lim := ratelimit.Limit{PerSecond: 0.01, Burst: 20} // one unit per 100s
 	key := "cli_" + testenv.RandomID()
 	ctx := t.Context()
@@ -111,6 +111,11 @@ func TestBurstThenRefusal(t *testing.T) {
 	require.Equal(t, `"default";q=20;w=2000`, policy)
 	require.Equal(t, `"default";r=0;t=100`, current, "t is the Retry-After on a refusal")
 
+	n, err := rdb.Exists(ctx, l.RedisKey(key)).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the bucket is %s", l.RedisKey(key))
+	require.Equal(t, "rate:{"+env.Namespace+":ratelimit:"+key+"}", l.RedisKey(key))
+
 	// Another client is untouched, and so is the same name's failed-auth
 	// bucket.
 	require.True(t, l.Allow(ctx, "cli_"+testenv.RandomID(), lim).Allowed)
@@ -122,7 +127,7 @@ func TestBurstThenRefusal(t *testing.T) {
 // are back, then gets those 5, and the replica pays one Redis call per chunk.
 func TestRefusalWaitsForAChunk(t *testing.T) {
 	clk, rdb, calls := newMini(t)
-	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Now: clk.Now})
+	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now})
 	lim := ratelimit.Limit{PerSecond: 100, Burst: 100} // chunks of 5, a unit per 10ms
 	ctx := t.Context()
 
@@ -182,7 +187,7 @@ func TestFallbackWhenRedisIsDown(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
 		logs := &logRecorder{}
-		replicas[i] = replica{ratelimit.New(rdb, ratelimit.Options{Namespace: ns, Now: clk.Now, Logger: slog.New(logs), Timeout: time.Second}), logs}
+		replicas[i] = replica{ratelimit.New(rdb, ratelimit.Options{Namespace: ns, Now: clk.Now, Logger: slog.New(logs), Timeout: patient}), logs}
 	}
 	for _, r := range replicas {
 		d := r.l.Allow(ctx, "cli_a", lim)
@@ -248,7 +253,7 @@ func TestFallbackWhenRedisStalls(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	clk := testenv.NewClock(time.Now())
 	logs := &logRecorder{}
-	l := ratelimit.New(rdb, ratelimit.Options{Namespace: "t" + testenv.RandomID(), Now: clk.Now, Logger: slog.New(logs), Timeout: 200 * time.Millisecond})
+	l := ratelimit.New(rdb, ratelimit.Options{Namespace: "t" + testenv.RandomID(), Now: clk.Now, Logger: slog.New(logs), Timeout: time.Second})
 	lim := ratelimit.Limit{PerSecond: 1, Burst: 3}
 	require.False(t, l.Allow(t.Context(), "cli_a", lim).Local)
 
@@ -279,7 +284,7 @@ func TestSteadyStateFewRedisCalls(t *testing.T) {
 		for range 3 {
 			rdb := env.Client(t)
 			rdb.AddHook(calls)
-			l := ratelimit.New(rdb, ratelimit.Options{Namespace: env.Namespace, Timeout: 5 * time.Second, Logger: discard})
+			l := ratelimit.New(rdb, ratelimit.Options{Namespace: env.Namespace, Timeout: patient, Logger: discard})
 			wg.Go(func() {
 				for range perReplica {
 					if d := l.Allow(t.Context(), key, lim); d.Allowed {
@@ -297,7 +302,7 @@ func TestSteadyStateFewRedisCalls(t *testing.T) {
 
 	t.Run("fake clock, under the limit", func(t *testing.T) {
 		clk, rdb, calls := newMini(t)
-		l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Now: clk.Now})
+		l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now})
 		const n = 5000
 		for i := range n {
 			require.True(t, l.Allow(t.Context(), "c", lim).Allowed, "request %d at 800/s", i)
@@ -308,12 +313,53 @@ func TestSteadyStateFewRedisCalls(t *testing.T) {
 	})
 }
 
+// TestUnevenClientUnderItsLimit: a client at 80% of its limit, nearly all of
+// it on one replica and a trickle on two others, is never refused over a
+// minute (fake clock), and its bucket does not run dry: the trickle
+// replicas' leases expire mostly unspent, but a chunk is small enough that
+// what they draw fits in the remaining 20%.
+func TestUnevenClientUnderItsLimit(t *testing.T) {
+	clk, rdb, _ := newMini(t)
+	lim := ratelimit.Limit{PerSecond: 100, Burst: 1000} // chunks of 5
+	replicas := make([]*ratelimit.Limiter, 3)
+	calls := &callCounter{}
+	for i := range replicas {
+		c := redis.NewClient(rdb.Options())
+		t.Cleanup(func() { _ = c.Close() })
+		c.AddHook(calls)
+		replicas[i] = ratelimit.New(c, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now})
+	}
+	const steps = 80 * 60 // 80 requests a second for a minute
+	var lastCalls int64
+	for step := range steps {
+		if step == steps-80*10 {
+			lastCalls = calls.Load()
+		}
+		clk.Add(12500 * time.Microsecond)
+		r := replicas[0]
+		switch step % 160 { // one request every 2s on each of the others
+		case 0:
+			r = replicas[1]
+		case 80:
+			r = replicas[2]
+		}
+		d := r.Allow(t.Context(), "c", lim)
+		require.True(t, d.Allowed, "request %d (%v)", step, d)
+		require.False(t, d.Local)
+	}
+	// The bucket did not run dry: the last ten seconds cost a call per
+	// chunk or so, not a call per request for want of units.
+	last := calls.Load() - lastCalls
+	t.Logf("%d Redis calls for the last %d requests", last, 80*10)
+	require.LessOrEqual(t, last, int64(80*10/4))
+}
+
 // TestLeaseExpires: units leased and not spent within LeaseTTL are dropped;
 // the next request leases again.
 func TestLeaseExpires(t *testing.T) {
 	clk, rdb, calls := newMini(t)
-	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Now: clk.Now, LeaseTTL: 500 * time.Millisecond})
-	lim := ratelimit.Limit{PerSecond: 100, Burst: 100} // chunks of 5
+	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now, LeaseTTL: 500 * time.Millisecond})
+	lim := ratelimit.Limit{PerSecond: 200, Burst: 200} // chunks of 5
 	ctx := t.Context()
 	require.True(t, l.Allow(ctx, "c", lim).Allowed)
 	after := calls.Load()
@@ -328,7 +374,7 @@ func TestLeaseExpires(t *testing.T) {
 // Options.FailedAuth, per address, apart from the clients' limits.
 func TestFailedAuth(t *testing.T) {
 	clk, rdb, _ := newMini(t)
-	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Now: clk.Now, FailedAuth: ratelimit.Limit{PerSecond: 1, Burst: 3}})
+	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now, FailedAuth: ratelimit.Limit{PerSecond: 1, Burst: 3}})
 	ctx := t.Context()
 	for i := range 3 {
 		require.True(t, l.FailedAuth(ctx, "192.0.2.1").Allowed, "failure %d", i)
@@ -340,7 +386,7 @@ func TestFailedAuth(t *testing.T) {
 	require.True(t, l.FailedAuth(ctx, "192.0.2.2").Allowed, "another address")
 	require.True(t, l.Allow(ctx, "192.0.2.1", ratelimit.Limit{PerSecond: 1, Burst: 1}).Allowed, "a client of that name")
 
-	def := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Now: clk.Now, Namespace: "other"})
+	def := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now, Namespace: "other"})
 	require.Equal(t, ratelimit.DefaultFailedAuth, def.FailedAuth(ctx, "192.0.2.1").Limit)
 }
 
@@ -348,7 +394,7 @@ func TestFailedAuth(t *testing.T) {
 // one at once, its refusal under the old one forgotten.
 func TestLimitChange(t *testing.T) {
 	clk, rdb, _ := newMini(t)
-	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Now: clk.Now})
+	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient, Now: clk.Now})
 	ctx := t.Context()
 	low := ratelimit.Limit{PerSecond: 1, Burst: 1}
 	require.True(t, l.Allow(ctx, "c", low).Allowed)
@@ -362,7 +408,7 @@ func TestLimitChange(t *testing.T) {
 // TestInvalidLimit: a limit that cannot be enforced refuses, without a call.
 func TestInvalidLimit(t *testing.T) {
 	_, rdb, calls := newMini(t)
-	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard})
+	l := ratelimit.New(rdb, ratelimit.Options{Logger: discard, Timeout: patient})
 	for _, lim := range []ratelimit.Limit{{}, {PerSecond: 1}, {Burst: 1}, {PerSecond: -1, Burst: 1}} {
 		require.False(t, lim.Valid())
 		d := l.Allow(t.Context(), "c", lim)
