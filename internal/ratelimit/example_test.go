@@ -23,7 +23,7 @@ func Example() {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	mr.SetTime(now)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 
 	limits := ratelimit.New(rdb, ratelimit.Options{Namespace: "sku", Now: func() time.Time { return now }, Timeout: time.Second})
 	lim := ratelimit.Limit{PerSecond: 0.5, Burst: 2}
