@@ -10,8 +10,9 @@
 // Asking Redis on every request would put a round trip on the order path, so
 // each replica leases units in chunks: AllowAtMost takes up to n units in one
 // call, and the replica spends them locally, going back to Redis only when
-// they are spent. n is LeaseFraction of the burst (default 1/20), no more
-// than the limit gives back in LeaseTTL, and at least 1. Concurrent requests
+// they are spent. n is LeaseFraction (default 1/20) of the burst or of the
+// units the rate gives back in LeaseTTL, whichever is less, and at least 1
+// (rate 200/s, burst 400: 10; rate 1000/s, burst 1000: 50). Concurrent requests
 // of one client on one replica share the lease in flight: one calls Redis,
 // the others wait for its chunk. Units not spent within LeaseTTL (default 1s)
 // are dropped, so no replica sits on a stash. When Redis has no unit left, the
@@ -27,14 +28,21 @@
 //
 //	accepted ≤ r × t + b + R × n ≤ r × t + b × (1 + R × LeaseFraction)
 //
-// With the default 1/20 and three replicas the excess is at most 15% of the
+// (when LeaseFraction × b < 1, n is 1 and the excess at most R units). With
+// the default 1/20 and three replicas the excess is at most 15% of the
 // burst, and so within 15% of r × t + b; with more replicas, set
 // LeaseFraction to 0.15 ÷ R. Over the whole life of a bucket there is no
-// excess at all. Below the limit, the loss is bounded too: a refused replica
-// asks again once a chunk is back, so at most a chunk per replica is waiting
-// when a window ends; redis_rate's AllowAtMost, finding fewer than n units,
-// takes the fraction of a unit it cannot grant (at most one unit per such
-// call); units left unspent when LeaseTTL ends are lost to the client.
+// excess at all.
+//
+// The client can lose a little too. Units a replica leased and did not
+// spend within LeaseTTL are gone; since n is at most LeaseFraction of the
+// units of one LeaseTTL, a replica draws at most LeaseFraction of the rate
+// beyond what it spends, so a client using less than 1 − R × LeaseFraction
+// of its rate (85% by default) is not refused for it, however it spreads
+// its requests. A refused replica asks again once a whole chunk is back, so
+// at most a chunk per replica is waiting when a window ends. And
+// redis_rate's AllowAtMost, finding fewer than n units, takes the fraction
+// of a unit it cannot grant: at most one unit per such call.
 //
 // # When Redis is down
 //
