@@ -33,6 +33,8 @@ type serveConfig struct {
 	defaultBurst         int
 	trustedProxyList     string
 	insecureNoAuth       bool
+	failedAuthRate       float64
+	failedAuthBurst      int
 	strategy             string
 	allowOversell        bool
 	lockTTL              time.Duration
@@ -201,6 +203,8 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.float(&c.defaultRate, "default-rate-limit", "STOCKGUARD_DEFAULT_RATE_LIMIT", auth.DefaultRatePerSecond, "a new client's requests per second, all replicas together, when its request leaves rate_limit out")
 	e.integer(&c.defaultBurst, "default-rate-burst", "STOCKGUARD_DEFAULT_RATE_BURST", auth.DefaultRateBurst, "a new client's burst of requests, when its request leaves rate_limit out")
 	e.boolean(&c.insecureNoAuth, "insecure-no-auth", "STOCKGUARD_INSECURE_NO_AUTH", "take every request as the admin's, with no credential, scope or rate limit checked: the control group of the benchmark that measures what the checks cost (make bench), never a deployment")
+	e.float(&c.failedAuthRate, "failed-auth-rate", "STOCKGUARD_FAILED_AUTH_RATE", 10, "failed authentications per second one source address may make, all replicas together, before it is answered 429")
+	e.integer(&c.failedAuthBurst, "failed-auth-burst", "STOCKGUARD_FAILED_AUTH_BURST", 20, "failed authentications one source address may make at once")
 	e.str(&c.trustedProxyList, "trusted-proxies", "STOCKGUARD_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of the proxies whose X-Forwarded-For names a request's source (nginx in compose); empty trusts none")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
@@ -258,8 +262,8 @@ func (c serveConfig) check() error {
 	if err := checkLockURL(c.lockURL, c.lockReplicas); err != nil {
 		return err
 	}
-	if c.authRefresh <= 0 {
-		return errors.New("auth-refresh must be positive")
+	if c.authRefresh <= 0 || c.failedAuthRate <= 0 || c.failedAuthBurst < 1 {
+		return errors.New("auth-refresh and failed-auth-rate must be positive, failed-auth-burst at least 1")
 	}
 	if err := orders.ValidateClient(orders.Client{Name: "defaults", Scopes: []orders.Scope{orders.ScopeAdmin},
 		MaxUnitsHeldPerSKU: int64(c.defaultMaxUnitsHeld), RateLimit: orders.RateLimit{PerSecond: c.defaultRate, Burst: c.defaultBurst}}); err != nil {

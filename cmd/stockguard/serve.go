@@ -24,6 +24,7 @@ import (
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/ratelimit"
 	"github.com/stockguard/stockguard/internal/rediscache"
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/skulock"
@@ -186,7 +187,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.insecureNoAuth {
 		log.Error("INSECURE: --insecure-no-auth takes every request as the admin's, unchecked; it is the control group of a benchmark, never a deployment")
 	}
-	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
+	// The clients' rate limits, shared by the replicas in the cache's Redis.
+	limits := rateLimits{ratelimit.New(rdb, ratelimit.Options{Namespace: cfg.namespace, Logger: log,
+		FailedAuth: ratelimit.Limit{PerSecond: cfg.failedAuthRate, Burst: cfg.failedAuthBurst}})}
+	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
 		svc, ready, apiMetrics, reg, log)
 
