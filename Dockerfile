@@ -1,6 +1,9 @@
 # stockguard: one image for every replica. Multi-stage: the build stage compiles
 # static binaries (pure Go, SQLite included); the service stage is scratch with
-# only the server, CA certificates and an unprivileged user to run as. The demo
+# only the server, CA certificates and an unprivileged user to run as. /keys,
+# owned by that user in the service and demo images, is where compose's
+# bootstrap writes the demo client's key and the demo reads it: a new volume
+# mounted there takes the image's owner. The demo
 # and loadtest stages hold the demo runner and the load generator the same way.
 # No "# syntax=" line: it would make BuildKit pull a frontend image, and the
 # build must work where no registry is reachable.
@@ -18,7 +21,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/stockguard ./cmd/s
  && echo 'stockguard:x:65532:65532::/data:/sbin/nologin' > /out/passwd \
  && echo 'stockguard:x:65532:' > /out/group \
  && cp /etc/ssl/certs/ca-certificates.crt /out/ \
- && mkdir -p /out/data \
+ && mkdir -p /out/data /out/keys \
  && go clean -cache -modcache
 # (The caches cleaned above: this stage is only a source of /out, and a smaller
 # one is quicker to copy from on storage drivers without copy-on-write.)
@@ -42,6 +45,7 @@ ENTRYPOINT ["/usr/local/bin/loadtest"]
 FROM scratch AS demo
 COPY --from=dist /passwd /group /etc/
 COPY --from=dist --chown=65532:65532 /data /data
+COPY --from=dist --chown=65532:65532 /keys /keys
 COPY --from=dist /loadtest /demo /usr/local/bin/
 USER 65532:65532
 WORKDIR /data
@@ -53,6 +57,7 @@ FROM scratch AS service
 COPY --from=dist /ca-certificates.crt /etc/ssl/certs/
 COPY --from=dist /passwd /group /etc/
 COPY --from=dist --chown=65532:65532 /data /data
+COPY --from=dist --chown=65532:65532 /keys /keys
 COPY --from=dist /stockguard /usr/local/bin/stockguard
 USER 65532:65532
 WORKDIR /data

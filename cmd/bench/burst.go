@@ -58,7 +58,10 @@ func (b *holdsBench) bursts(ctx context.Context, n int) ([]BurstResult, error) {
 		return nil, err
 	}
 	defer c.stop(ctx, b.o.redisURL, b.log)
-	d := newDriver(c.lb.URL, burstHolds, b.log)
+	d, err := newDriver(ctx, c.lb.URL, burstHolds, b.log)
+	if err != nil {
+		return nil, err
+	}
 	defer d.close()
 	out := make([]BurstResult, 0, n)
 	for i := range n {

@@ -28,16 +28,61 @@ type driver struct {
 	base string
 	hc   *http.Client
 	log  *slog.Logger
+	key  string // the bench client's API key: the workload's credential
 }
 
-func newDriver(base string, vus int, log *slog.Logger) *driver {
+// newDriver returns a driver of the cluster at base, which calls as a client
+// of its own: it makes the client and its key with the admin token first, so
+// that the workload's requests take the path of a real caller's (a key
+// looked up, scopes checked), while seeding and audits keep the admin token.
+func newDriver(ctx context.Context, base string, vus int, log *slog.Logger) (*driver, error) {
 	tr := &http.Transport{MaxIdleConns: 2 * vus, MaxIdleConnsPerHost: 2 * vus, IdleConnTimeout: 30 * time.Second}
-	return &driver{base: base, hc: &http.Client{Transport: tr, Timeout: 15 * time.Second}, log: log}
+	d := &driver{base: base, hc: &http.Client{Transport: tr, Timeout: 15 * time.Second}, log: log}
+	if err := d.newClient(ctx); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// The bench client's limits: far above any load of the bench, which measures
+// the service and not its rate limiter.
+const (
+	benchClientRate    = 1_000_000
+	benchClientMaxHeld = 1_000_000_000
+)
+
+// newClient makes the bench client (orders, holds, reads) and a key for it,
+// with the admin token, and keeps the key.
+func (d *driver) newClient(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{"name": "bench",
+		"scopes":                 []string{"orders:write", "orders:read", "holds:write", "stock:read"},
+		"max_units_held_per_sku": benchClientMaxHeld,
+		"rate_limit":             map[string]any{"per_second": benchClientRate, "burst": benchClientRate}})
+	status, b, err := d.call(ctx, http.MethodPost, "/v1/clients", body, "", true)
+	var c struct{ ID string }
+	if err == nil && status == http.StatusCreated {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || status != http.StatusCreated || c.ID == "" {
+		return fmt.Errorf("the bench client: POST /v1/clients: %d %s %v", status, b, err)
+	}
+	status, b, err = d.call(ctx, http.MethodPost, "/v1/clients/"+c.ID+"/keys", nil, "", true)
+	var k struct{ Secret string }
+	if err == nil && status == http.StatusCreated {
+		err = json.Unmarshal(b, &k)
+	}
+	if err != nil || status != http.StatusCreated || k.Secret == "" {
+		return fmt.Errorf("the bench client's key: %d %v", status, err) // the answer holds the secret: not printed
+	}
+	d.key = k.Secret
+	return nil
 }
 
 func (d *driver) close() { d.hc.CloseIdleConnections() }
 
-// call sends one request and reads the answer (at most 1 MiB of it).
+// call sends one request, with the admin token (admin) or the bench client's
+// key, and reads the answer (at most 1 MiB of it).
 func (d *driver) call(ctx context.Context, method, path string, body []byte, key string, admin bool) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
@@ -53,9 +98,11 @@ func (d *driver) call(ctx context.Context, method, path string, body []byte, key
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	if admin {
-		req.Header.Set("Authorization", "Bearer "+adminToken)
+	credential := adminToken
+	if !admin && d.key != "" {
+		credential = d.key
 	}
+	req.Header.Set("Authorization", "Bearer "+credential)
 	resp, err := d.hc.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -208,7 +208,10 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 		return nil, err
 	}
 	defer c.stop(ctx, b.o.redisURL, b.log)
-	d := newDriver(c.lb.URL, b.res.VUs, b.log)
+	d, err := newDriver(ctx, c.lb.URL, b.res.VUs, b.log)
+	if err != nil {
+		return nil, err
+	}
 	defer d.close()
 	if err := d.seed(ctx, w); err != nil {
 		return nil, err

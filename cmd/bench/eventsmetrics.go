@@ -222,6 +222,7 @@ func scrapeEvents(ctx context.Context, base string) (eventMetrics, error) {
 	if err != nil {
 		return eventMetrics{}, err
 	}
+	req.Header.Set("Authorization", "Bearer "+adminToken) // /metrics: admin only
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return eventMetrics{}, fmt.Errorf("metrics: %w", err)

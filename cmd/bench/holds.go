@@ -166,7 +166,10 @@ func (b *holdsBench) contender(ctx context.Context, w Workload, ops []string, re
 		return nil, err
 	}
 	defer c.stop(ctx, b.o.redisURL, b.log)
-	d := newDriver(c.lb.URL, b.vus, b.log)
+	d, err := newDriver(ctx, c.lb.URL, b.vus, b.log)
+	if err != nil {
+		return nil, err
+	}
 	defer d.close()
 	if err := d.seed(ctx, w); err != nil {
 		return nil, err
@@ -269,7 +272,10 @@ func (b *holdsBench) sweep(ctx context.Context) (*SweepResult, error) {
 		return nil, err
 	}
 	defer c.stop(ctx, b.o.redisURL, b.log)
-	d := newDriver(c.lb.URL, b.vus, b.log)
+	d, err := newDriver(ctx, c.lb.URL, b.vus, b.log)
+	if err != nil {
+		return nil, err
+	}
 	defer d.close()
 	drive(ctx, b.vus, time.Second, d.orderOp(w), false)
 	if err := b.db.WithContext(ctx).Exec("ANALYZE").Error; err != nil {

@@ -38,6 +38,7 @@ func scrapeRoundTrips(ctx context.Context, base string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	req.Header.Set("Authorization", "Bearer "+adminToken) // /metrics: admin only
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("metrics: %w", err)

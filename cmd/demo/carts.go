@@ -91,12 +91,15 @@ type cartRound struct {
 
 // runCarts sells o.stock units of a new SKU to o.shoppers shoppers with carts
 // on the cluster cl, whose replicas sweep every o.sweep, and audits.
-func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o cartOptions, log *slog.Logger) (cartResult, error) {
-	lbURL := cl.url
+func runCarts(ctx context.Context, cl cluster, do options, o cartOptions, log *slog.Logger) (cartResult, error) {
+	lbURL, replicas := cl.url, do.replicas
 	transport := &http.Transport{MaxIdleConnsPerHost: rushConcurrency} // no proxy: the balancer is on loopback
 	defer transport.CloseIdleConnections()
-	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL, admin: admin},
+	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL, admin: do.admin},
 		sku: "CART-" + strconv.FormatInt(time.Now().UnixNano(), 36), o: o, log: log} // a SKU of its own in a shared database
+	if err := storefrontKey(ctx, c.shop, do, log); err != nil { // the shoppers' key
+		return cartResult{}, err
+	}
 	cursor, err := feed{shop: c.shop}.end(ctx) // the round's events come after it
 	if err != nil {
 		return cartResult{}, fmt.Errorf("the feed's end before the round: %w", err)
@@ -110,7 +113,7 @@ func runCarts(ctx context.Context, cl cluster, admin string, replicas int, o car
 
 	start := time.Now()
 	c.lastHold = start // I6's deadline, until a hold is granted
-	smp := &sampler{client: c.shop.client, balancer: lbURL, replicas: cl.replicas, route: holdsRoute, sku: c.sku, start: start}
+	smp := &sampler{shop: c.shop, balancer: lbURL, replicas: cl.replicas, route: holdsRoute, sku: c.sku, start: start}
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); smp.run(sctx) }()
@@ -410,15 +413,27 @@ func (c *cartRound) problem(format string, args ...any) {
 	c.log.Warn("carts: a check failed", "problem", msg)
 }
 
-// shop is the service behind the balancer, seen by a shopper.
+// shop is the service behind the balancer, seen by a shopper (with the
+// storefront's key) or by its operator (with the admin token).
 type shop struct {
 	client *http.Client
 	url    string
 	admin  string // the admin token
+	key    string // the storefront client's API key; empty: the admin token
 }
 
-// call sends body (when not nil) as JSON, decodes a 2xx answer into out (when
-// not nil) and returns the status.
+// credential is the bearer secret of a call: the admin token's for the
+// operator's calls, else the storefront's key.
+func (s *shop) credential(admin bool) string {
+	if admin || s.key == "" {
+		return s.admin
+	}
+	return s.key
+}
+
+// call sends body (when not nil) as JSON with the admin token (admin) or the
+// storefront's key, decodes a 2xx answer into out (when not nil) and returns
+// the status.
 func (s *shop) call(ctx context.Context, method, path string, admin bool, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
@@ -435,9 +450,7 @@ func (s *shop) call(ctx context.Context, method, path string, admin bool, body, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if admin {
-		req.Header.Set("Authorization", "Bearer "+s.admin)
-	}
+	req.Header.Set("Authorization", "Bearer "+s.credential(admin))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, err

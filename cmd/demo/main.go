@@ -60,6 +60,7 @@ type options struct {
 	vus      int
 	duration time.Duration
 	admin    string // the replicas' admin token
+	apiKey   string // the storefront's key; empty: the demo makes one on each cluster
 
 	// The replicas already running (the compose stack): the balancers of the
 	// default strategy's and of the unsafe strategy's, and the replicas behind
@@ -95,6 +96,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each round")
 	o.admin = cmp.Or(getenv("STOCKGUARD_ADMIN_TOKEN"), "demo-admin-token")
 	fs.StringVar(&o.admin, "admin-token", o.admin, "the replicas' admin token (default $STOCKGUARD_ADMIN_TOKEN, else the one the demo gives the replicas it starts)")
+	fs.StringVar(&o.apiKey, "api-key", getenv("STOCKGUARD_API_KEY"), "a client's API key for the shop's calls: the load generator's orders, the carts' holds, the stock read (default $STOCKGUARD_API_KEY; empty: the demo makes a storefront client and its key with the admin token on each cluster)")
+	keyFile := fs.String("api-key-file", "", "read -api-key from this file (its first line): the compose stack's, written by its bootstrap service")
 	fs.StringVar(&o.url, "url", "", "drive the replicas already running behind this balancer instead of starting any (the compose stack's nginx); they run the default strategy and sweep expired holds every -sweep-interval")
 	fs.StringVar(&o.unsafeURL, "unsafe-url", "", "with -url: the balancer of the replicas that run the unsafe strategy (the control group)")
 	fs.Var(&o.replicaURLs, "replica-urls", "with -url: the replicas behind it, comma-separated, whose /metrics the page draws")
@@ -107,6 +110,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&co.sweep, "sweep-interval", 200*time.Millisecond, "the replicas' --sweep-interval in the carts round")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *keyFile != "" {
+		key, err := readKeyFile(*keyFile)
+		if err != nil {
+			return fmt.Errorf("-api-key-file: %w", err)
+		}
+		o.apiKey = key
 	}
 	if co.stock < 1 || co.shoppers <= co.stock || co.ttl < orders.MinHoldTTL || co.sweep <= 0 {
 		return fmt.Errorf("the carts round needs -cart-stock >= 1, more -shoppers than units, -hold-ttl >= %s and a positive -sweep-interval", orders.MinHoldTTL)
@@ -260,7 +270,7 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 	if err != nil {
 		return fmt.Errorf("carts round: %w", err)
 	}
-	carts, err := runCarts(ctx, cl, o.admin, o.replicas, co, log)
+	carts, err := runCarts(ctx, cl, o, co, log)
 	cl.stop()
 	if ctx.Err() != nil {
 		return errors.New("interrupted: every process the demo started is stopped")
@@ -282,6 +292,7 @@ func tell(ctx context.Context, start func(context.Context, string) (cluster, err
 	}
 	fmt.Fprintf(stdout, "\nthe carts round oversold nothing: %d units came back from abandoned carts, %d were sold again; the audit agrees with the shoppers\n",
 		carts.Expired, carts.Resold)
+	fmt.Fprintf(stdout, "\n%s\n", callers(o))
 	link := pageLink(o.html)
 	if o.url != "" { // in a container: say how to get it out
 		link = o.html + " (from the compose stack: docker compose cp demo:" + o.html + " .)"
@@ -324,11 +335,14 @@ func runRound(ctx context.Context, start func(context.Context, string) (cluster,
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 5 * time.Second}
 	sh := &shop{client: client, url: lbURL, admin: o.admin}
+	if err := storefrontKey(ctx, sh, o, log); err != nil {
+		return roundSeries{}, err
+	}
 	cursor, err := feed{shop: sh}.end(ctx) // the round's events come after it
 	if err != nil {
 		return roundSeries{}, fmt.Errorf("the feed's end before the round: %w", err)
 	}
-	smp := &sampler{client: client, balancer: lbURL,
+	smp := &sampler{shop: sh, balancer: lbURL,
 		replicas: cl.replicas, route: ordersRoute, sku: prefix + "-0", start: time.Now()}
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
@@ -342,10 +356,14 @@ func runRound(ctx context.Context, start func(context.Context, string) (cluster,
 	summary := summaryFile.Name()
 	_ = summaryFile.Close()
 	defer func() { _ = os.Remove(summary) }()
-	load := exec.CommandContext(ctx, o.loadtest, "-url", lbURL, "-admin-token", o.admin,
+	// The workload (orders, reads) with the storefront's key, the seeding and
+	// the audit with the admin token: both in the environment, not on the
+	// command line, where every user of the machine could read them.
+	load := exec.CommandContext(ctx, o.loadtest, "-url", lbURL,
 		"-vus", strconv.Itoa(o.vus), "-duration", o.duration.String(), "-skus", "1", "-stock", strconv.Itoa(o.stock),
 		"-prefix", prefix, "-max-quantity", "3", "-multi", "0", "-retry", "0.1", "-abandon", "0.3", "-cancel", "0",
 		"-threshold", "oversold:count==0", "-summary-json", summary, "-quiet")
+	load.Env = append(os.Environ(), "STOCKGUARD_ADMIN_TOKEN="+o.admin, "STOCKGUARD_API_KEY="+sh.key)
 	load.Stderr = os.Stderr
 	err = load.Run()
 	var exit *exec.ExitError

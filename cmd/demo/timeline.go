@@ -74,7 +74,7 @@ type sample struct {
 // sampler polls one round: its stock through the balancer, and every
 // replica's metrics.
 type sampler struct {
-	client   *http.Client
+	shop     *shop // its client and credentials: the stock with the storefront's key, /metrics with the admin token
 	balancer string
 	replicas []string
 	route    string // ordersRoute or holdsRoute
@@ -108,7 +108,7 @@ func (s *sampler) sample(ctx context.Context) sample {
 	}
 	wg.Go(func() {
 		var st orders.Stock
-		if err := s.getJSON(ctx, s.balancer+"/v1/skus/"+s.sku, &st); err == nil {
+		if err := s.getJSON(ctx, s.balancer+"/v1/skus/"+s.sku, false, &st); err == nil {
 			out.stock, out.haveStock = st, true
 		}
 	})
@@ -116,12 +116,14 @@ func (s *sampler) sample(ctx context.Context) sample {
 	return out
 }
 
-func (s *sampler) get(ctx context.Context, url string) (io.ReadCloser, error) {
+// get reads url with the admin token (admin) or the storefront's key.
+func (s *sampler) get(ctx context.Context, url string, admin bool) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Do(req)
+	req.Header.Set("Authorization", "Bearer "+s.shop.credential(admin))
+	resp, err := s.shop.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +134,8 @@ func (s *sampler) get(ctx context.Context, url string) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
-func (s *sampler) getJSON(ctx context.Context, url string, out any) error {
-	body, err := s.get(ctx, url)
+func (s *sampler) getJSON(ctx context.Context, url string, admin bool, out any) error {
+	body, err := s.get(ctx, url, admin)
 	if err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ func (s *sampler) getJSON(ctx context.Context, url string, out any) error {
 }
 
 func (s *sampler) scrape(ctx context.Context, url string) replicaCounters {
-	body, err := s.get(ctx, url+"/metrics")
+	body, err := s.get(ctx, url+"/metrics", true) // the replicas' /metrics: admin only
 	if err != nil {
 		return replicaCounters{}
 	}

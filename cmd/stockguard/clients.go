@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,13 +24,15 @@ import (
 // same use case as the admin routes (auth.Manager); each prints JSON.
 
 const clientsUsage = `Usage:
-  stockguard clients create --name NAME --scopes SCOPE[,SCOPE...] [--max-units-held-per-sku N] [--rate-limit R --rate-burst B] [--with-key]
+  stockguard clients create --name NAME --scopes SCOPE[,SCOPE...] [--max-units-held-per-sku N] [--rate-limit R --rate-burst B] [--with-key [--key-file PATH]]
   stockguard clients list
   stockguard keys create --client CLIENT_ID
   stockguard keys list --client CLIENT_ID
   stockguard keys revoke --client CLIENT_ID --key KEY_ID
 
-Each reads --database-url ($DATABASE_URL) and prints JSON; a key's secret is printed once, when it is made.
+Each reads --database-url ($DATABASE_URL) and prints JSON; a key's secret is printed once, when it is made,
+or, with --key-file, written to that file (mode 0600) and left out of the JSON. With --key-file, a file that
+already holds a live key makes nothing: a one-shot bootstrap (compose's) may run again.
 `
 
 // clientsCommand runs "stockguard clients ..." (what "clients") or "stockguard keys ..." (what "keys").
@@ -43,6 +48,7 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	var rate float64
 	var burst int
 	var withKey bool
+	var keyFile string
 	e.secret(&databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	switch what + " " + verb {
 	case "clients create":
@@ -52,6 +58,7 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 		e.fs.Float64Var(&rate, "rate-limit", auth.DefaultRatePerSecond, "requests per second, all replicas together")
 		e.fs.IntVar(&burst, "rate-burst", auth.DefaultRateBurst, "burst of requests")
 		e.fs.BoolVar(&withKey, "with-key", false, "make a key for the client too, and print it with the client")
+		e.fs.StringVar(&keyFile, "key-file", "", "with --with-key: write the key's secret to this file (0600) instead of printing it; when the file already holds a live key, make nothing")
 	case "clients list":
 	case "keys create", "keys list":
 		e.fs.StringVar(&clientID, "client", "", "the client's id (cli_...)")
@@ -65,7 +72,10 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	if err := e.parse(args[1:]); err != nil {
 		return err
 	}
-	m, closeDB, err := openClients(ctx, databaseURL, stderr)
+	if keyFile != "" && !withKey {
+		return errors.New("--key-file needs --with-key")
+	}
+	m, authn, closeDB, err := openClients(ctx, databaseURL, stderr)
 	if err != nil {
 		return err
 	}
@@ -73,6 +83,20 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	var out any
 	switch what + " " + verb {
 	case "clients create":
+		if keyFile != "" {
+			c, live, err := liveKeyFile(ctx, m, authn, keyFile)
+			if err != nil {
+				return err
+			}
+			if live {
+				fmt.Fprintf(stderr, "%s holds a live key of client %s: nothing made\n", keyFile, c.ID)
+				out = struct {
+					orders.Client
+					KeyFile string `json:"key_file"`
+				}{c, keyFile}
+				break
+			}
+		}
 		held, lim := int64(maxHeld), orders.RateLimit{PerSecond: rate, Burst: burst}
 		c, err := m.CreateClient(ctx, orders.NewClient{Name: name, Scopes: splitScopes(scopes), MaxUnitsHeldPerSKU: &held, RateLimit: &lim})
 		if err != nil {
@@ -84,10 +108,22 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 			if err != nil {
 				return err
 			}
+			if keyFile == "" {
+				out = struct {
+					orders.Client
+					Key orders.APIKey `json:"key"`
+				}{c, k}
+				break
+			}
+			if err := writeKeyFile(keyFile, k.Secret); err != nil {
+				return fmt.Errorf("client %s, key %s made, but its secret is lost: %w", c.ID, k.ID, err)
+			}
+			k.Secret = ""
 			out = struct {
 				orders.Client
-				Key orders.APIKey `json:"key"`
-			}{c, k}
+				Key     orders.APIKey `json:"key"`
+				KeyFile string        `json:"key_file"`
+			}{c, k, keyFile}
 		}
 	case "clients list":
 		out, err = all(func(after string) ([]orders.Client, bool, error) { return m.Clients(ctx, after, 100) },
@@ -110,15 +146,60 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	return enc.Encode(out)
 }
 
-// openClients opens and migrates the database, and returns the clients' use case on it.
-func openClients(ctx context.Context, databaseURL string, stderr io.Writer) (*auth.Manager, func(), error) {
+// openClients opens and migrates the database, and returns the clients' use
+// case on it and an authenticator of its keys (no admin token).
+func openClients(ctx context.Context, databaseURL string, stderr io.Writer) (*auth.Manager, *auth.Authenticator, func(), error) {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	db, sqlDB, err := openAndMigrate(ctx, databaseURL, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	store := gormstore.New(db, time.Now, 30*time.Second)
-	return auth.NewManager(store, auth.Defaults{}, time.Now, nil), func() { _ = sqlDB.Close() }, nil
+	return auth.NewManager(store, auth.Defaults{}, time.Now, nil), auth.NewAuthenticator(store, auth.Options{Logger: log}),
+		func() { _ = sqlDB.Close() }, nil
+}
+
+// liveKeyFile reads the secret in path, if any, and says whether it is a live
+// key of this database, with its client. A missing or empty file is no key.
+func liveKeyFile(ctx context.Context, m *auth.Manager, authn *auth.Authenticator, path string) (orders.Client, bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return orders.Client{}, false, nil
+	}
+	if err != nil {
+		return orders.Client{}, false, err
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return orders.Client{}, false, nil
+	}
+	caller, err := authn.Authenticate(ctx, secret)
+	if errors.Is(err, orders.ErrUnauthenticated) {
+		return orders.Client{}, false, nil // revoked, or of another database (a volume kept, the database not)
+	}
+	if err != nil {
+		return orders.Client{}, false, err
+	}
+	c, err := m.Client(ctx, caller.ClientID)
+	return c, err == nil, err
+}
+
+// writeKeyFile writes secret to path, readable by its owner only, through a
+// temporary file renamed over it: a reader never sees half a key.
+func writeKeyFile(path, secret string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.WriteString(secret + "\n"); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path) // CreateTemp made it 0600
 }
 
 // all reads every page of a listing.

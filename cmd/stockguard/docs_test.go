@@ -264,13 +264,14 @@ func TestReadmeMetricsTable(t *testing.T) {
 	defer cancel()
 	base := c.urls[0]
 	sku := "D" + testenv.RandomID()
+	bearer := map[string]string{"Authorization": "Bearer " + adminToken} // every route but health needs a credential
 	admin(ctx, t, "POST", base+"/v1/skus/"+sku+"/restock", `{"quantity":2}`, nil)
 	for body, want := range map[string]int{
 		fmt.Sprintf(`{"items":[{"sku":%q,"quantity":1}]}`, sku):         http.StatusCreated,
 		fmt.Sprintf(`{"items":[{"sku":%q,"quantity":5}]}`, sku):         http.StatusConflict,
 		fmt.Sprintf(`{"items":[{"sku":%q,"quantity":1}]}`, sku+"-none"): http.StatusUnprocessableEntity,
 	} {
-		if status, b, err := call(ctx, t, "POST", base+"/v1/orders", body, nil); err != nil || status != want {
+		if status, b, err := call(ctx, t, "POST", base+"/v1/orders", body, bearer); err != nil || status != want {
 			t.Fatalf("order %s: %d %v %s, want %d", body, status, err, b, want)
 		}
 	}
@@ -279,6 +280,7 @@ func TestReadmeMetricsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad.Header.Set("Content-Type", "application/json")
+	bad.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := offContract(client(t)).Do(bad)
 	if err != nil {
 		t.Fatal(err)

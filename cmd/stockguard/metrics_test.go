@@ -193,7 +193,7 @@ func TestObserverHasNoSKULabel(t *testing.T) {
 
 func scrapeMetrics(ctx context.Context, t *testing.T, base string) []byte {
 	t.Helper()
-	status, b, err := call(ctx, t, "GET", base+"/metrics", "", nil)
+	status, b, err := call(ctx, t, "GET", base+"/metrics", "", map[string]string{"Authorization": "Bearer " + adminToken}) // admin only
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %v", status, err)
 	}

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stockguard/stockguard/internal/httpapi"
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // Settings of "stockguard serve" that the manifests are reckoned from; each is the
@@ -50,11 +51,20 @@ type manifests struct {
 	service    *corev1.Service
 	secret     *corev1.Secret
 	pdb        *policyv1.PodDisruptionBudget
-	job        *batchv1.Job
+	job        *batchv1.Job // the migration
+	clients    *batchv1.Job // the storefront's client (clientsJob)
 }
 
+// clientsJob names the Job that makes the storefront's client.
+const clientsJob = "stockguard-clients"
+
 func (m manifests) clone() manifests {
-	return manifests{m.deployment.DeepCopy(), m.service.DeepCopy(), m.secret.DeepCopy(), m.pdb.DeepCopy(), m.job.DeepCopy()}
+	return manifests{m.deployment.DeepCopy(), m.service.DeepCopy(), m.secret.DeepCopy(), m.pdb.DeepCopy(), m.job.DeepCopy(), m.clients.DeepCopy()}
+}
+
+// jobContainers are the containers of both Jobs.
+func (m manifests) jobContainers() []corev1.Container {
+	return append(slices.Clone(m.job.Spec.Template.Spec.Containers), m.clients.Spec.Template.Spec.Containers...)
 }
 
 // decodeStrict decodes one YAML document into v: a duplicate key, a field the
@@ -93,6 +103,9 @@ func load(t *testing.T) manifests {
 		var head struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal(data, &head); err != nil {
 			t.Fatalf("%s: %v", f, err)
@@ -112,6 +125,11 @@ func load(t *testing.T) manifests {
 			m.pdb = set(t, f, m.pdb)
 			obj = m.pdb
 		case "batch/v1 Job":
+			if head.Metadata.Name == clientsJob {
+				m.clients = set(t, f, m.clients)
+				obj = m.clients
+				break
+			}
 			m.job = set(t, f, m.job)
 			obj = m.job
 		default:
@@ -121,8 +139,8 @@ func load(t *testing.T) manifests {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	if m.deployment == nil || m.service == nil || m.secret == nil || m.pdb == nil || m.job == nil {
-		t.Fatalf("want one Deployment, Service, Secret, PodDisruptionBudget and Job in %v", files)
+	if m.deployment == nil || m.service == nil || m.secret == nil || m.pdb == nil || m.job == nil || m.clients == nil {
+		t.Fatalf("want one Deployment, Service, Secret, PodDisruptionBudget, migration Job and %s Job in %v", clientsJob, files)
 	}
 	return m
 }
@@ -222,6 +240,7 @@ var checks = []struct {
 	{"secrets", checkSecrets},
 	{"settings", checkSettings},
 	{"job", checkJob},
+	{"clients", checkClientsJob},
 	{"image", checkImage},
 	{"resources", checkResources},
 }
@@ -287,6 +306,23 @@ func TestChecksCatchMistakes(t *testing.T) {
 		{"settings", "text logs", func(m manifests) { env(m, "STOCKGUARD_LOG_FORMAT").Value = "text" }},
 		{"job", "the Job serves", func(m manifests) { m.job.Spec.Template.Spec.Containers[0].Args = []string{"serve"} }},
 		{"job", "the Job restarts forever", func(m manifests) { m.job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
+		{"clients", "a key made in the Job (its secret in the log)", func(m manifests) {
+			c := &m.clients.Spec.Template.Spec.Containers[0]
+			c.Args = append(c.Args, "--with-key")
+		}},
+		{"clients", "the storefront with admin", func(m manifests) {
+			c := &m.clients.Spec.Template.Spec.Containers[0]
+			c.Args[len(c.Args)-1] += ",admin"
+		}},
+		{"clients", "a misspelt scope", func(m manifests) {
+			c := &m.clients.Spec.Template.Spec.Containers[0]
+			c.Args[len(c.Args)-1] = "orders:writes"
+		}},
+		{"clients", "the clients Job restarts forever", func(m manifests) { m.clients.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
+		{"secrets", "the clients Job's database written in", func(m manifests) {
+			m.clients.Spec.Template.Spec.Containers[0].Env[0] = corev1.EnvVar{Name: "DATABASE_URL", Value: "postgres://u:p@db/stockguard"}
+		}},
+		{"image", "the clients Job on another image", func(m manifests) { m.clients.Spec.Template.Spec.Containers[0].Image = "stockguard:old" }},
 		{"image", "another image than compose's", func(m manifests) { ctr(m).Image = "stockguard:latest" }},
 		{"image", "the Job on another image", func(m manifests) { m.job.Spec.Template.Spec.Containers[0].Image = "stockguard:old" }},
 		{"resources", "request below the measured RSS", func(m manifests) {
@@ -535,7 +571,7 @@ func checkSecrets(m manifests, _ facts) error {
 		}
 	}
 	check("Deployment", *container(m.deployment), "DATABASE_URL", "REDIS_URL", "STOCKGUARD_ADMIN_TOKEN")
-	for _, c := range m.job.Spec.Template.Spec.Containers {
+	for _, c := range m.jobContainers() {
 		check("Job", c, "DATABASE_URL")
 	}
 	return errors.Join(errs...)
@@ -543,12 +579,15 @@ func checkSecrets(m manifests, _ facts) error {
 
 func checkSettings(m manifests, f facts) error {
 	var errs []error
-	containers := append([]corev1.Container{*container(m.deployment)}, m.job.Spec.Template.Spec.Containers...)
+	containers := append([]corev1.Container{*container(m.deployment)}, m.jobContainers()...)
 	for _, c := range containers {
 		for _, e := range c.Env {
 			if !f.settings[e.Name] {
 				errs = append(errs, fmt.Errorf("container %s: %s is no setting of stockguard", c.Name, e.Name))
 			}
+		}
+		if c.Name == "clients" { // the CLI logs warnings only, as text on stderr; its output is JSON
+			continue
 		}
 		if v, _ := envValue(&c, "STOCKGUARD_LOG_FORMAT"); v != "json" {
 			errs = append(errs, fmt.Errorf("container %s: STOCKGUARD_LOG_FORMAT %q, want json", c.Name, v))
@@ -578,11 +617,45 @@ func checkJob(m manifests, _ facts) error {
 	return nil
 }
 
+// checkClientsJob: the clients Job runs "clients create" with scopes the
+// service knows, never admin (the storefront's key is not the operator's),
+// and makes no key (its secret would be in the pod's log); it does not
+// restart forever.
+func checkClientsJob(m manifests, _ facts) error {
+	spec := m.clients.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		return fmt.Errorf("the clients Job has %d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if len(c.Command) > 0 || len(c.Args) < 2 || c.Args[0] != "clients" || c.Args[1] != "create" {
+		return fmt.Errorf("the clients Job runs command %q args %q, want the image's entrypoint with clients create", c.Command, c.Args)
+	}
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--with-key") || strings.HasPrefix(a, "--key-file") }) {
+		return fmt.Errorf("the clients Job makes a key (%q): its secret would be in the pod's log", c.Args)
+	}
+	i := slices.Index(c.Args, "--scopes")
+	if i < 0 || i+1 >= len(c.Args) {
+		return fmt.Errorf("the clients Job names no --scopes: %q", c.Args)
+	}
+	for s := range strings.SplitSeq(c.Args[i+1], ",") {
+		switch {
+		case s == string(orders.ScopeAdmin):
+			return errors.New("the clients Job gives the storefront admin")
+		case !slices.Contains(orders.Scopes, orders.Scope(s)):
+			return fmt.Errorf("the clients Job names the scope %q, which the service has not", s)
+		}
+	}
+	if spec.RestartPolicy != corev1.RestartPolicyNever && spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+		return fmt.Errorf("the clients Job's restartPolicy %q: want Never or OnFailure", spec.RestartPolicy)
+	}
+	return nil
+}
+
 func checkImage(m manifests, f facts) error {
 	if got := container(m.deployment).Image; got != f.image {
 		return fmt.Errorf("the Deployment runs %q, docker-compose.yml's replicas %q", got, f.image)
 	}
-	for _, c := range m.job.Spec.Template.Spec.Containers {
+	for _, c := range m.jobContainers() {
 		if c.Image != f.image {
 			return fmt.Errorf("the Job runs %q, the replicas %q", c.Image, f.image)
 		}

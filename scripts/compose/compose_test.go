@@ -101,6 +101,7 @@ func TestComposeStack(t *testing.T) {
 		t.Fatalf("docker compose up --exit-code-from demo exited %d", code)
 	}
 	accepted, events := checkDemoTables(t, demoOut)
+	checkDemoCallers(t, demoOut)
 	logImageSize(ctx, t, "stockguard:local")
 
 	step(t, "the stack again, without the demo")
@@ -114,12 +115,17 @@ func TestComposeStack(t *testing.T) {
 	}
 	checkPrometheus(ctx, t, accepted)
 	checkNginxProblem(ctx, t)
+	// A client of the test's own, made through nginx with the admin token:
+	// the HTTPS checks and the fault round call with its key.
+	key := newClient(ctx, t, "compose-test", "orders:write", "holds:write", "orders:read", "stock:read")
+	step(t, "HTTPS through nginx")
+	checkHTTPS(ctx, t, dc, key)
 	// The demo read its rounds' events from the feed; the relay published
 	// them to JetStream too.
 	waitStreamHolds(ctx, t, dc, int64(events), "the demo's rounds' events")
 
 	step(t, "faults: a replica killed and Redis restarted during a round")
-	faultRound(ctx, t, dc)
+	faultRound(ctx, t, dc, key)
 }
 
 // step marks the log so that a long run shows where it is.
@@ -244,7 +250,7 @@ func health(ctx context.Context) (map[string]string, error) {
 }
 
 // healthChecked are the services with a health check: all of them but the
-// one-shot migrate and the demo.
+// one-shots (migrate, bootstrap, tls) and the demo.
 var healthChecked = []string{"redis", "postgres", "nats", "replica1", "replica2", "replica3", "unsafe1", "unsafe2", "unsafe3", "nginx", "prometheus"}
 
 func allHealthy(h map[string]string) bool {

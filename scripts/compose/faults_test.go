@@ -45,7 +45,10 @@ type loadSummary struct {
 // the thresholds passed (0 oversold), the audit is consistent, every unit the
 // clients were told was sold is in PostgreSQL (read directly), and the stack
 // recovers: every service healthy, an order accepted.
-func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) {
+//
+// The load generator's orders and reads carry key, a client's (the test's
+// own); its seeding and audit the admin token.
+func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string, key string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil { // the load generator runs as an unprivileged user
@@ -56,10 +59,13 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := command(ctx, dc("run", "--rm", "--no-deps", "-T", "-v", dir+":/out", "--entrypoint", "/usr/local/bin/loadtest", "demo",
+	// The key by name only: compose takes its value from its own environment,
+	// so that it is on no command line.
+	load := command(ctx, dc("run", "--rm", "--no-deps", "-T", "-v", dir+":/out", "-e", "STOCKGUARD_API_KEY", "--entrypoint", "/usr/local/bin/loadtest", "demo",
 		"-url", "http://nginx:8080", "-admin-token", adminToken, "-vus", "32", "-duration", faultDuration.String(),
 		"-skus", strconv.Itoa(faultSKUs), "-stock", strconv.Itoa(faultStock), "-prefix", prefix, "-cancel", "0.05", "-retry", "0.2",
 		"-threshold", "oversold:count==0", "-summary-json", "/out/summary.json", "-quiet")...)
+	load.Env = append(load.Env, "STOCKGUARD_API_KEY="+key)
 	var out strings.Builder
 	load.Stdout, load.Stderr = &out, &out
 	if err := load.Start(); err != nil {
@@ -78,13 +84,13 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) 
 	// last step: the load is running, then the survivors take orders without
 	// replica2, then orders flow again after Redis came back. The load's end
 	// bounds each wait.
-	soldBefore := waitSoldMore(ctx, t, prefix, 0, loadDone, "the load to sell")
+	soldBefore := waitSoldMore(ctx, t, prefix, key, 0, loadDone, "the load to sell")
 	t.Logf("%.1fs: %d units sold; docker kill replica2", time.Since(started).Seconds(), soldBefore)
 	run(ctx, t, "docker", "kill", ids["replica2"])
-	soldBefore = waitSoldMore(ctx, t, prefix, soldBefore, loadDone, "orders accepted without replica2")
+	soldBefore = waitSoldMore(ctx, t, prefix, key, soldBefore, loadDone, "orders accepted without replica2")
 	t.Logf("%.1fs: %d units sold; docker restart redis", time.Since(started).Seconds(), soldBefore)
 	run(ctx, t, "docker", "restart", "-t", "2", ids["redis"])
-	soldBefore = waitSoldMore(ctx, t, prefix, soldBefore, loadDone, "orders accepted after Redis restarted")
+	soldBefore = waitSoldMore(ctx, t, prefix, key, soldBefore, loadDone, "orders accepted after Redis restarted")
 	t.Logf("%.1fs: %d units sold after Redis restarted; starting replica2 again", time.Since(started).Seconds(), soldBefore)
 	run(ctx, t, dc("start", "replica2")...) // as an orchestrator would; a no-op if the engine already did
 	waitHealthy(ctx, t, 2*time.Minute)
@@ -144,17 +150,17 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string) 
 
 	// Recovered: an order through nginx is accepted.
 	sku := prefix + "-after"
-	if code := post(ctx, t, "/v1/skus/"+sku+"/restock", `{"quantity":1}`, true); code/100 != 2 {
+	if code := postJSON(ctx, t, "/v1/skus/"+sku+"/restock", `{"quantity":1}`, adminToken, nil); code/100 != 2 {
 		t.Fatalf("restock after the faults: %d", code)
 	}
-	if code := post(ctx, t, "/v1/orders", `{"items":[{"sku":"`+sku+`","quantity":1}]}`, false); code != http.StatusCreated {
+	if code := postJSON(ctx, t, "/v1/orders", `{"items":[{"sku":"`+sku+`","quantity":1}]}`, key, nil); code != http.StatusCreated {
 		t.Errorf("an order after the faults: %d, want 201", code)
 	}
 }
 
 // waitSoldMore waits until the round's SKUs have sold more than before, and
 // returns what they sold; the load's end (or a minute) is its deadline.
-func waitSoldMore(ctx context.Context, t *testing.T, prefix string, before int64, loadDone <-chan struct{}, what string) int64 {
+func waitSoldMore(ctx context.Context, t *testing.T, prefix, key string, before int64, loadDone <-chan struct{}, what string) int64 {
 	t.Helper()
 	deadline := time.After(time.Minute)
 	var last error
@@ -163,7 +169,7 @@ func waitSoldMore(ctx context.Context, t *testing.T, prefix string, before int64
 		var err error
 		for i := range faultSKUs {
 			var st struct{ Sold int64 }
-			if err = getJSON(ctx, fmt.Sprintf("/v1/skus/%s-%d", prefix, i), &st); err != nil {
+			if err = getJSON(ctx, fmt.Sprintf("/v1/skus/%s-%d", prefix, i), key, &st); err != nil {
 				break
 			}
 			total += st.Sold
@@ -184,11 +190,13 @@ func waitSoldMore(ctx context.Context, t *testing.T, prefix string, before int64
 	}
 }
 
-func getJSON(ctx context.Context, path string, into any) error {
+// getJSON reads path through nginx with the bearer secret.
+func getJSON(ctx context.Context, path, bearer string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, nginxURL+path, nil)
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return err
@@ -198,22 +206,4 @@ func getJSON(ctx context.Context, path string, into any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(into)
-}
-
-func post(ctx context.Context, t *testing.T, path, body string, admin bool) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, nginxURL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if admin {
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
 }
