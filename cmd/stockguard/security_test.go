@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,7 +87,9 @@ func problemType(b []byte) string {
 func TestSecuritySuite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	c := startCluster(t, 3, "STOCKGUARD_LOG_LEVEL=debug", "STOCKGUARD_AUTH_REFRESH=1s")
+	// Failed authentications are limited per address (TestFailedAuthLimited):
+	// here the suite's own 401s must not be cut short by it.
+	c := startCluster(t, 3, "STOCKGUARD_LOG_LEVEL=debug", "STOCKGUARD_AUTH_REFRESH=1s", "STOCKGUARD_FAILED_AUTH_BURST=100000")
 	sku := "SEC-" + fmt.Sprint(time.Now().UnixNano()%1e9)
 	admin(ctx, t, http.MethodPut, c.urls[0]+"/v1/skus/"+sku, `{"available":1000}`, nil)
 	shop := orders.Scopes[:4] // orders:write, orders:read, holds:write, stock:read
@@ -235,6 +239,47 @@ func TestSecuritySuite(t *testing.T) {
 		}
 		t.Logf("revocation reached every replica within %s", worst.Round(time.Millisecond))
 	})
+	t.Run("the rate limit is shared by the replicas", func(t *testing.T) {
+		const rate, burst = 20.0, 20
+		bot := makeClient(ctx, t, c.urls[0], "bot", shop, fmt.Sprintf(`,"rate_limit":{"per_second":%g,"burst":%d}`, rate, burst))
+		var accepted, refused atomic.Int64
+		var bad atomic.Value
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range 6 { // far more than 20/s: every replica is asked all the time
+			wg.Go(func() {
+				for time.Since(start) < 3*time.Second {
+					status, hdr, b := as(ctx, t, bot.Secret, http.MethodGet, c.urls[w%3]+"/v1/skus/"+sku, "")
+					switch {
+					case status == http.StatusOK:
+						accepted.Add(1)
+					case status == http.StatusTooManyRequests && problemType(b) == "rate-limited" && hdr.Get("Retry-After") != "":
+						refused.Add(1)
+					default:
+						bad.Store(fmt.Sprintf("%d %q %s", status, hdr.Get("Retry-After"), b))
+					}
+					if hdr.Get("RateLimit-Policy") == "" || hdr.Get("RateLimit") == "" {
+						bad.Store(fmt.Sprintf("%d without RateLimit-Policy and RateLimit: %v", status, hdr))
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		if v := bad.Load(); v != nil {
+			t.Errorf("an answer off the limit's contract: %s", v)
+		}
+		limit := rate*elapsed.Seconds() + burst
+		t.Logf("over %s and three replicas: %d accepted (rate x time + burst = %.0f), %d refused 429",
+			elapsed.Round(time.Millisecond), accepted.Load(), limit, refused.Load())
+		if got := float64(accepted.Load()); got > limit*1.15 || got < limit*0.5 || refused.Load() == 0 {
+			t.Errorf("%d accepted, %d refused; want at most %.0f (+15%%) and at least half of it", accepted.Load(), refused.Load(), limit)
+		}
+		// The admin token is not limited, and another client is not slowed by this one.
+		if status, _, b := as(ctx, t, alice.Secret, http.MethodGet, c.urls[0]+"/v1/skus/"+sku, ""); status != http.StatusOK {
+			t.Errorf("alice after the bot: %d %s", status, b)
+		}
+	})
 	t.Run("no secret in any log line", func(t *testing.T) {
 		for i, path := range c.logs {
 			b, err := os.ReadFile(path)
@@ -251,4 +296,27 @@ func TestSecuritySuite(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Failed authentications of one source address are limited, every replica
+// together: guessing keys is slow, and a flood of bad keys costs little. A
+// good key from the same address still gets through.
+func TestFailedAuthLimited(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(t, 2, "STOCKGUARD_FAILED_AUTH_RATE=1", "STOCKGUARD_FAILED_AUTH_BURST=5")
+	var statuses []int
+	for i := range 12 {
+		status, hdr, _ := as(ctx, t, "sk_sg_guess"+fmt.Sprint(i), http.MethodGet, c.urls[i%2]+"/v1/skus", "")
+		statuses = append(statuses, status)
+		if status == http.StatusTooManyRequests && hdr.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+	}
+	if !slices.Contains(statuses, http.StatusTooManyRequests) || statuses[0] != http.StatusUnauthorized {
+		t.Errorf("12 guesses over two replicas: %v, want 401 first and 429 past the burst of 5", statuses)
+	}
+	if status, _, b := as(ctx, t, adminToken, http.MethodGet, c.urls[0]+"/v1/skus", ""); status != http.StatusOK {
+		t.Errorf("the admin token from the same address: %d %s", status, b)
+	}
 }
