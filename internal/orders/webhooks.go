@@ -66,10 +66,11 @@ const (
 	WebhookDelivered = "delivered" // the endpoint answered 2xx
 	WebhookRetry     = "retry"     // failed, and will be tried again
 	WebhookFailed    = "failed"    // failed, and given up: recorded and skipped
+	WebhookDisabled  = "disabled"  // failed, and the endpoint disabled: kept for when it is enabled again
 )
 
 // WebhookResults lists the results of an attempt.
-var WebhookResults = []string{WebhookDelivered, WebhookRetry, WebhookFailed}
+var WebhookResults = []string{WebhookDelivered, WebhookRetry, WebhookFailed, WebhookDisabled}
 
 // The bounds of an endpoint's registration.
 const (
