@@ -23,6 +23,7 @@ func (s *server) routes(r *gin.Engine) {
 	r.POST("/v1/webhooks", s.admin, s.createWebhook)
 	r.GET("/v1/webhooks", s.admin, s.listWebhooks)
 	r.GET("/v1/webhooks/:id", s.admin, s.getWebhook)
+	r.PATCH("/v1/webhooks/:id", s.admin, s.updateWebhook)
 	r.DELETE("/v1/webhooks/:id", s.admin, s.deleteWebhook)
 	r.GET("/v1/webhooks/:id/failures", s.admin, s.listWebhookFailures)
 
