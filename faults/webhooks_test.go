@@ -381,6 +381,8 @@ func TestWebhookEndpointFails(t *testing.T) {
 		"NATS_URL=" + nats.URL,
 		"STOCKGUARD_WEBHOOK_RETRY_FOR=" + whRetryFor.String(),
 		"STOCKGUARD_WEBHOOK_TIMEOUT=" + whTimeout.String(),
+		// The receivers are on loopback, which the default guard refuses.
+		"STOCKGUARD_WEBHOOK_ALLOW_NETWORKS=127.0.0.0/8,::1/128",
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -56,6 +56,8 @@ type serveConfig struct {
 	events               bool
 	webhookRetryFor      time.Duration
 	webhookTimeout       time.Duration
+	webhookAllowNetworks string
+	webhookDisableAfter  time.Duration
 	dbMaxConns           int
 	pprofAddr            string
 	metricsAddr          string
@@ -224,6 +226,8 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.secret(&c.natsURL, "nats-url", "NATS_URL", "", "NATS with JetStream, where the relay publishes every stock event (stockguard.sku.<sku>): nats://host:4222; empty publishes none (the feed still has them)")
 	e.duration(&c.webhookRetryFor, "webhook-retry-for", "STOCKGUARD_WEBHOOK_RETRY_FOR", webhook.DefaultFor, "how long a webhook delivery is retried, with exponential backoff and jitter, before the event is recorded failed and skipped")
 	e.duration(&c.webhookTimeout, "webhook-timeout", "STOCKGUARD_WEBHOOK_TIMEOUT", defaultWebhookTimeout, "deadline of one webhook delivery attempt: the request sent and the answer's status read")
+	e.str(&c.webhookAllowNetworks, "webhook-allow-networks", "STOCKGUARD_WEBHOOK_ALLOW_NETWORKS", "", "comma-separated CIDRs a webhook may reach although they are loopback, private or otherwise inside (a compose network, a test receiver on 127.0.0.0/8); empty allows none: such URLs are refused at registration (422) and every connection to such an address is refused when dialled")
+	e.duration(&c.webhookDisableAfter, "webhook-disable-after", "STOCKGUARD_WEBHOOK_DISABLE_AFTER", service.DefaultWebhookDisableAfter, "a webhook endpoint whose attempts have all failed, with no success, for this long is disabled until PATCH /v1/webhooks/{id} enables it (one that answers 410 Gone is disabled at once)")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")
@@ -282,8 +286,11 @@ func (c serveConfig) check() error {
 	}
 	if c.lockWait <= 0 || c.lockTTL <= 0 || c.requestTimeout <= 0 || c.readHeaderTimeout <= 0 || c.readTimeout <= 0 ||
 		c.idempotencyRetention <= 0 || c.unsafeWindow <= 0 || c.sweepInterval <= 0 || c.relayInterval <= 0 || c.eventRetention <= 0 ||
-		c.webhookRetryFor <= 0 || c.webhookTimeout <= 0 {
-		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window, sweep-interval, relay-interval, event-retention, webhook-retry-for and webhook-timeout must be positive")
+		c.webhookRetryFor <= 0 || c.webhookTimeout <= 0 || c.webhookDisableAfter <= 0 {
+		return errors.New("lock-ttl, lock-wait, request-timeout, read-header-timeout, read-timeout, idempotency-retention, unsafe-window, sweep-interval, relay-interval, event-retention, webhook-retry-for, webhook-timeout and webhook-disable-after must be positive")
+	}
+	if _, err := webhook.ParseNetworks(c.webhookAllowNetworks); err != nil {
+		return fmt.Errorf("webhook-allow-networks: %w", err)
 	}
 	if c.maxHoldTTL < orders.MinHoldTTL {
 		return fmt.Errorf("max-hold-ttl must be at least %s", orders.MinHoldTTL)

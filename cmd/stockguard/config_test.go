@@ -43,6 +43,33 @@ func TestServeSettingsComeFromFlagsThenEnvironment(t *testing.T) {
 	}
 }
 
+// TestWebhookGuardSettings: the allow-list and the disable-after come from
+// their flags or variables; none allowed and 5 days by default; a list that
+// does not parse is a startup error that names the flag.
+func TestWebhookGuardSettings(t *testing.T) {
+	c, err := parseServe(nil, env(nil), io.Discard)
+	if err != nil || c.webhookAllowNetworks != "" || c.webhookDisableAfter != 120*time.Hour {
+		t.Fatalf("defaults: %q %v %v", c.webhookAllowNetworks, c.webhookDisableAfter, err)
+	}
+	c, err = parseServe(nil, env(map[string]string{"STOCKGUARD_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8, ::1/128",
+		"STOCKGUARD_WEBHOOK_DISABLE_AFTER": "36h"}), io.Discard)
+	if err != nil || c.webhookDisableAfter != 36*time.Hour {
+		t.Fatalf("from the environment: %+v %v", c, err)
+	}
+	g, err := newWebhookGuard(c.webhookAllowNetworks)
+	if err != nil || len(g.Allowed()) != 2 || g.CheckURL(t.Context(), "http://127.0.0.1:8080/") != nil || g.CheckURL(t.Context(), "http://[::1]/") != nil ||
+		g.CheckURL(t.Context(), "http://10.0.0.1/") == nil {
+		t.Fatalf("the guard of %q: %v", c.webhookAllowNetworks, err)
+	}
+	if _, err := parseServe([]string{"--webhook-allow-networks", "10.0.0.0/8,bad"}, env(nil), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "webhook-allow-networks") {
+		t.Fatalf("a bad network: %v", err)
+	}
+	if _, err := parseServe(nil, env(map[string]string{"STOCKGUARD_WEBHOOK_ALLOW_NETWORKS": "300.0.0.0/8"}), io.Discard); err == nil {
+		t.Fatal("a bad network from the environment was accepted")
+	}
+}
+
 func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 	for _, args := range [][]string{
 		{"--strategy", "fast"},
@@ -56,6 +83,10 @@ func TestServeRefusesSettingsThatCannotWork(t *testing.T) {
 		{"--read-timeout", "-1s"},
 		{"--relay-interval", "0s"},
 		{"--event-retention", "-1h"},
+		{"--webhook-allow-networks", "127.0.0.1"},
+		{"--webhook-allow-networks", "127.0.0.0/8,10.0.0.0/33"},
+		{"--webhook-allow-networks", "compose"},
+		{"--webhook-disable-after", "0s"},
 		{"--request-timeout", "30s", "--shutdown-timeout", "10s"},
 		{"extra"},
 	} {

@@ -137,9 +137,19 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		return err
 	}
 	defer closeStream()
+	// One guard judges a webhook's URL at registration and each of the
+	// relay's connections when dialled (DNS may change in between).
+	guard, err := newWebhookGuard(cfg.webhookAllowNetworks)
+	if err != nil {
+		return err
+	}
+	if allowed := guard.Allowed(); len(allowed) > 0 {
+		log.Info("webhooks may reach these networks inside", "networks", fmt.Sprint(allowed))
+	}
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
 		Leader: skulock.NewLocker(leases, lockDep), Observer: obs, Events: store, Stream: stream, EventObserver: eobs,
-		Webhooks: store, WebhookSender: newWebhookSender(cfg.webhookTimeout), WebhookRetry: webhook.Policy{For: cfg.webhookRetryFor}}
+		Webhooks: store, WebhookSender: newWebhookSender(cfg.webhookTimeout, guard), WebhookRetry: webhook.Policy{For: cfg.webhookRetryFor},
+		WebhookGuard: guard}
 	if !cfg.events {
 		log.Info("events off: no stock event is written, no relay runs")
 		deps.Store, deps.Events, deps.Stream = store.WithoutEvents(), nil, nil
@@ -153,7 +163,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
 		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow,
 		MaxHoldTTL: cfg.maxHoldTTL, SweepInterval: cfg.sweepInterval, LockTTL: cfg.lockTTL,
-		RelayInterval: cfg.relayInterval, EventRetention: cfg.eventRetention}, deps, log, time.Now)
+		RelayInterval: cfg.relayInterval, EventRetention: cfg.eventRetention, WebhookDisableAfter: cfg.webhookDisableAfter}, deps, log, time.Now)
 	sweepCtx, stopSweeper := context.WithCancel(ctx)
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()

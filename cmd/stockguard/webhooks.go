@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -20,10 +21,21 @@ type webhookSender struct{ s *webhook.Sender }
 
 var _ service.WebhookSender = webhookSender{}
 
+// newWebhookGuard is the guard of --webhook-allow-networks: the addresses
+// registration refuses and the relay's connections may not reach.
+func newWebhookGuard(allow string) (*webhook.Guard, error) {
+	networks, err := webhook.ParseNetworks(allow)
+	if err != nil {
+		return nil, fmt.Errorf("webhook-allow-networks: %w", err)
+	}
+	return webhook.NewGuard(networks...), nil
+}
+
 // newWebhookSender returns a sender whose attempts last at most timeout, on a
-// client of its own (no redirect followed, as webhook.NewSender makes it).
-func newWebhookSender(timeout time.Duration) webhookSender {
-	return webhookSender{webhook.NewSender(&http.Client{Transport: http.DefaultTransport}, webhook.SenderOptions{Timeout: timeout})}
+// client of its own whose every connection is dialled through guard (no
+// redirect followed, no proxy, as webhook.NewSender makes it).
+func newWebhookSender(timeout time.Duration, guard *webhook.Guard) webhookSender {
+	return webhookSender{webhook.NewSender(&http.Client{}, webhook.SenderOptions{Timeout: timeout, Guard: guard})}
 }
 
 // Send makes one attempt.

@@ -3,6 +3,7 @@ package gormstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -16,8 +17,42 @@ import (
 // failures it moved past, so that a failure is recorded once with the move or
 // not at all (and the event tried again by the next relay).
 
-// webhookRow is one endpoint.
+// webhookRow is one endpoint. DisabledAt set means disabled; FailingSince
+// is the relay's first failed attempt with no success after it.
 type webhookRow struct {
+	ID             string     `gorm:"column:id;primaryKey;size:80"`
+	URL            string     `gorm:"column:url;size:2048;not null"`
+	Secret         string     `gorm:"column:secret;size:128;not null"`
+	Position       int64      `gorm:"column:position;not null"`
+	CreatedAt      time.Time  `gorm:"column:created_at;not null"`
+	DisabledAt     *time.Time `gorm:"column:disabled_at"`
+	DisabledReason string     `gorm:"column:disabled_reason;size:16;not null;default:''"`
+	FailingSince   *time.Time `gorm:"column:failing_since"`
+}
+
+func (webhookRow) TableName() string { return "webhooks" }
+
+func (r webhookRow) webhook() orders.Webhook {
+	w := orders.Webhook{ID: r.ID, URL: r.URL, Secret: r.Secret, Position: r.Position, CreatedAt: r.CreatedAt.UTC(),
+		Disabled: r.DisabledAt != nil, DisabledAt: utc(r.DisabledAt), FailingSince: utc(r.FailingSince)}
+	if w.Disabled {
+		w.DisabledReason = r.DisabledReason
+	}
+	return w
+}
+
+// utc is t in UTC, nil for nil.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// webhookRowV5 is the table as migration 5 made it: frozen here, so that
+// migration 5 makes the same table whatever webhookRow becomes.
+type webhookRowV5 struct {
 	ID        string    `gorm:"column:id;primaryKey;size:80"`
 	URL       string    `gorm:"column:url;size:2048;not null"`
 	Secret    string    `gorm:"column:secret;size:128;not null"`
@@ -25,11 +60,7 @@ type webhookRow struct {
 	CreatedAt time.Time `gorm:"column:created_at;not null"`
 }
 
-func (webhookRow) TableName() string { return "webhooks" }
-
-func (r webhookRow) webhook() orders.Webhook {
-	return orders.Webhook{ID: r.ID, URL: r.URL, Secret: r.Secret, Position: r.Position, CreatedAt: r.CreatedAt.UTC()}
-}
+func (webhookRowV5) TableName() string { return "webhooks" }
 
 // webhookFailureRow is an event an endpoint was not delivered, one per
 // endpoint and position.
@@ -54,10 +85,26 @@ const maxLastError = 1000
 
 // migrateV5 adds the webhook endpoints and their failed deliveries.
 func migrateV5(tx *gorm.DB) error {
-	return binTables(tx).Migrator().CreateTable(&webhookRow{}, &webhookFailureRow{})
+	return binTables(tx).Migrator().CreateTable(&webhookRowV5{}, &webhookFailureRow{})
 }
 
-var _ orders.WebhookStore = (*Store)(nil)
+// migrateV8 lets an endpoint be disabled: when (NULL: served), why, and
+// since when the relay's attempts have failed with no success. Existing
+// endpoints are served, with no failure counted.
+func migrateV8(tx *gorm.DB) error {
+	m := binTables(tx).Migrator()
+	for _, f := range []string{"DisabledAt", "DisabledReason", "FailingSince"} {
+		if err := m.AddColumn(&webhookRow{}, f); err != nil {
+			return fmt.Errorf("column %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+var (
+	_ orders.WebhookStore  = (*Store)(nil)
+	_ orders.WebhookSwitch = (*Store)(nil)
+)
 
 // CreateWebhook stores the endpoint with its cursor at the feed's last
 // position, read in the same transaction: it gets the events placed after.
@@ -179,16 +226,98 @@ func (s *Store) WebhookFailures(ctx context.Context, id string, after int64, lim
 	return out, nil
 }
 
-// WebhooksThrough is the lowest cursor of the endpoints.
+// WebhooksThrough is the lowest cursor of the endpoints served: a disabled
+// one gets nothing, so it holds nothing back (enabled again, it records the
+// events purged meanwhile as one failure, as an endpoint behind does).
 func (s *Store) WebhooksThrough(ctx context.Context) (int64, bool, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	var low *int64
-	if err := db.Model(&webhookRow{}).Select("MIN(position)").Scan(&low).Error; err != nil {
+	if err := db.Model(&webhookRow{}).Where("disabled_at IS NULL").Select("MIN(position)").Scan(&low).Error; err != nil {
 		return 0, false, unavailable("webhooks' cursors", err)
 	}
 	if low == nil {
 		return 0, false, nil
 	}
 	return *low, true, nil
+}
+
+// DisableWebhook disables an endpoint under the relay's lease; the guarded
+// update (disabled_at IS NULL) leaves one already disabled as it was.
+func (s *Store) DisableWebhook(ctx context.Context, id string, at time.Time, reason string, leader orders.Leader) error {
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := s.lead(tx, leader); err != nil {
+			return err
+		}
+		res := tx.Model(&webhookRow{}).Where("id = ? AND disabled_at IS NULL", id).
+			Updates(map[string]any{"disabled_at": stamp(at), "disabled_reason": reason})
+		if res.Error != nil || res.RowsAffected > 0 {
+			return res.Error
+		}
+		return webhookExists(tx, id)
+	})
+	return unavailable("disable webhook", err)
+}
+
+// WebhookFailing records since when an endpoint has failed, under the
+// relay's lease.
+func (s *Store) WebhookFailing(ctx context.Context, id string, since *time.Time, leader orders.Leader) error {
+	var v any // a typed nil would not be written as NULL by every driver
+	if since != nil {
+		v = stamp(*since)
+	}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := s.lead(tx, leader); err != nil {
+			return err
+		}
+		res := tx.Model(&webhookRow{}).Where("id = ?", id).Update("failing_since", v)
+		if res.Error != nil || res.RowsAffected > 0 {
+			return res.Error
+		}
+		return webhookExists(tx, id)
+	})
+	return unavailable("webhook failing", err)
+}
+
+// SwitchWebhook disables an endpoint (kept as it is when it already was) or
+// enables it again, its failing time cleared; then reads it back, in the
+// same transaction.
+func (s *Store) SwitchWebhook(ctx context.Context, id string, disabled bool, at time.Time) (orders.Webhook, error) {
+	var row webhookRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		q := tx.Model(&webhookRow{}).Where("id = ?", id)
+		var res *gorm.DB
+		if disabled {
+			res = q.Where("disabled_at IS NULL").Updates(map[string]any{"disabled_at": stamp(at), "disabled_reason": orders.WebhookManual})
+		} else {
+			res = q.Updates(map[string]any{"disabled_at": nil, "disabled_reason": "", "failing_since": nil})
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return orders.ErrNotFound
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return orders.Webhook{}, unavailable("switch webhook", err)
+	}
+	return row.webhook(), nil
+}
+
+// webhookExists is nil when the endpoint exists, ErrNotFound when not: what
+// an update that changed no row means.
+func webhookExists(tx *gorm.DB, id string) error {
+	var n int64
+	if err := tx.Model(&webhookRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return orders.ErrNotFound
+	}
+	return nil
 }

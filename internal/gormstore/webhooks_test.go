@@ -127,3 +127,88 @@ func testWebhooks(t *testing.T, kind string) {
 		t.Fatalf("the feed after b's cursor: %+v %v, want evt_4", evs, err)
 	}
 }
+
+// TestWebhookSwitch: the relay disables an endpoint under its lease (once:
+// the first reason and time are kept) and records since when it fails; a
+// disabled endpoint reads so, holds no event back from the purge, and an
+// admin enables it again, its failing time cleared.
+func TestWebhookSwitch(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) { testWebhookSwitch(t, kind) })
+	}
+}
+
+func testWebhookSwitch(t *testing.T, kind string) {
+	s, clk := newHoldStore(t, kind)
+	ctx := context.Background()
+	for _, id := range []string{"wh_0a", "wh_0b"} {
+		if _, err := s.CreateWebhook(ctx, orders.Webhook{ID: id, URL: "https://a.example/", Secret: "whsec_a", CreatedAt: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AdvanceWebhook(ctx, "wh_0b", 4, nil, relay); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Webhook(ctx, "wh_0a"); err != nil || got.Disabled || got.DisabledAt != nil || got.FailingSince != nil {
+		t.Fatalf("a new endpoint: %+v %v", got, err)
+	}
+
+	since := clk.Now()
+	if err := s.WebhookFailing(ctx, "wh_0a", &since, relay); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Webhook(ctx, "wh_0a"); got.FailingSince == nil || !got.FailingSince.Equal(since) {
+		t.Fatalf("failing since %v, want %v", got.FailingSince, since)
+	}
+	clk.Add(time.Hour)
+	gone := clk.Now()
+	if err := s.DisableWebhook(ctx, "wh_0a", gone, orders.WebhookGone, relay); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Hour)
+	if err := s.DisableWebhook(ctx, "wh_0a", clk.Now(), orders.WebhookFailing, relay); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SwitchWebhook(ctx, "wh_0a", true, clk.Now()); err != nil || !got.Disabled ||
+		got.DisabledReason != orders.WebhookGone || !got.DisabledAt.Equal(gone) {
+		t.Fatalf("disabled twice more: %+v %v; want the first time and reason kept", got, err)
+	}
+	if list, err := s.Webhooks(ctx, "", 10); err != nil || len(list) != 2 || !list[0].Disabled || list[1].Disabled {
+		t.Fatalf("listed %+v %v", list, err)
+	}
+	// a (cursor 0) is disabled: b's cursor alone bounds the purge.
+	if low, ok, err := s.WebhooksThrough(ctx); err != nil || !ok || low != 4 {
+		t.Fatalf("lowest cursor %d %v %v, want 4 (b's)", low, ok, err)
+	}
+
+	stale := orders.Leader{Name: relay.Name, Token: relay.Token - 1}
+	if err := s.DisableWebhook(ctx, "wh_0b", clk.Now(), orders.WebhookGone, stale); !errors.Is(err, orders.ErrStaleLeader) {
+		t.Fatalf("a stale relay disabled: %v", err)
+	}
+	if err := s.WebhookFailing(ctx, "wh_0b", &since, stale); !errors.Is(err, orders.ErrStaleLeader) {
+		t.Fatalf("a stale relay recorded a failure: %v", err)
+	}
+
+	got, err := s.SwitchWebhook(ctx, "wh_0a", false, clk.Now())
+	if err != nil || got.Disabled || got.DisabledAt != nil || got.DisabledReason != "" || got.FailingSince != nil || got.Position != 0 {
+		t.Fatalf("enabled: %+v %v; want served, nothing failing, its cursor kept", got, err)
+	}
+	if low, _, _ := s.WebhooksThrough(ctx); low != 0 {
+		t.Fatalf("lowest cursor %d, want 0 (a's, served again)", low)
+	}
+	if got, err := s.SwitchWebhook(ctx, "wh_0b", true, clk.Now()); err != nil || got.DisabledReason != orders.WebhookManual || !got.DisabledAt.Equal(clk.Now()) {
+		t.Fatalf("disabled by an admin: %+v %v", got, err)
+	}
+	if err := s.WebhookFailing(ctx, "wh_0a", nil, relay); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []error{
+		s.DisableWebhook(ctx, "wh_ff", clk.Now(), orders.WebhookGone, relay),
+		s.WebhookFailing(ctx, "wh_ff", nil, relay),
+		func() error { _, err := s.SwitchWebhook(ctx, "wh_ff", false, clk.Now()); return err }(),
+	} {
+		if !errors.Is(call, orders.ErrNotFound) {
+			t.Errorf("an unknown endpoint: %v, want not found", call)
+		}
+	}
+}

@@ -12,12 +12,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sort"
@@ -39,6 +41,7 @@ import (
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 // lenientParams are parameters whose wrong values the document says are not
@@ -642,7 +645,8 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	st := &acceptingStore{}
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Config{Strategy: orders.StrategyDBAtomic},
-		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st, Webhooks: st}, log, time.Now)
+		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st, Webhooks: st,
+			WebhookGuard: webhook.NewGuard().WithResolver(noLookup{})}, log, time.Now)
 	reg := prometheus.NewRegistry()
 	clients := auth.NewManager(st, auth.Defaults{MaxUnitsHeldPerSKU: 10, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1}}, nil, nil)
 	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients}, svc, nil,
@@ -937,7 +941,37 @@ func (s *acceptingStore) WebhookFailures(context.Context, string, int64, int) ([
 
 func (s *acceptingStore) WebhooksThrough(context.Context) (int64, bool, error) { return 0, false, nil }
 
-var _ orders.WebhookStore = (*acceptingStore)(nil)
+func (s *acceptingStore) DisableWebhook(context.Context, string, time.Time, string, orders.Leader) error {
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *acceptingStore) WebhookFailing(context.Context, string, *time.Time, orders.Leader) error {
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *acceptingStore) SwitchWebhook(_ context.Context, id string, disabled bool, at time.Time) (orders.Webhook, error) {
+	s.writes.Add(1)
+	w := orders.Webhook{ID: id, URL: "https://example.com/hook", CreatedAt: s.now(), Disabled: disabled}
+	if disabled {
+		w.DisabledAt, w.DisabledReason = &at, orders.WebhookManual
+	}
+	return w, nil
+}
+
+var (
+	_ orders.WebhookStore  = (*acceptingStore)(nil)
+	_ orders.WebhookSwitch = (*acceptingStore)(nil)
+)
+
+// noLookup resolves no name and sends no query: the registrations these
+// tests make name hosts that must not be looked up from a test.
+type noLookup struct{}
+
+func (noLookup) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return nil, errors.New("no lookup in tests")
+}
 
 type nopCache struct{}
 

@@ -31,6 +31,7 @@ func (s *server) routes(r *gin.Engine) {
 	s.route(r, http.MethodPost, "/v1/webhooks", s.createWebhook, orders.ScopeWebhooksWrite)
 	s.route(r, http.MethodGet, "/v1/webhooks", s.listWebhooks, orders.ScopeWebhooksWrite)
 	s.route(r, http.MethodGet, "/v1/webhooks/:id", s.getWebhook, orders.ScopeWebhooksWrite)
+	s.route(r, http.MethodPatch, "/v1/webhooks/:id", s.updateWebhook, orders.ScopeWebhooksWrite)
 	s.route(r, http.MethodDelete, "/v1/webhooks/:id", s.deleteWebhook, orders.ScopeWebhooksWrite)
 	s.route(r, http.MethodGet, "/v1/webhooks/:id/failures", s.listWebhookFailures, orders.ScopeWebhooksWrite)
 	if s.clients != nil {

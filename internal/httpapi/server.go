@@ -39,6 +39,7 @@ type Orders interface {
 	Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error)
 	Webhook(ctx context.Context, id string) (orders.Webhook, error)
 	DeleteWebhook(ctx context.Context, id string) error
+	SetWebhookDisabled(ctx context.Context, id string, disabled bool) (orders.Webhook, error)
 	WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error)
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 // The webhook endpoints' admin API: register an endpoint (its secret shown
-// once, in the answer), list, read and delete them, and list an endpoint's
-// failed deliveries.
+// once, in the answer), list, read, disable or enable again and delete them,
+// and list an endpoint's failed deliveries.
 
 type createWebhookRequest struct {
 	URL    string  `json:"url"`
@@ -70,6 +70,32 @@ func (s *server) listWebhooks(c *gin.Context) {
 
 func (s *server) getWebhook(c *gin.Context) {
 	w, err := s.orders.Webhook(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.problem(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, w)
+}
+
+// updateWebhookRequest is a PATCH's body: disabled is the one field that
+// may change, and must be given (a pointer tells absent from false).
+type updateWebhookRequest struct {
+	Disabled *bool `json:"disabled"`
+}
+
+// updateWebhook enables an endpoint the relay disabled (a 410 Gone, or
+// failing for days), or disables one; 200 the endpoint as it is now.
+func (s *server) updateWebhook(c *gin.Context) {
+	var req updateWebhookRequest
+	if err := s.decode(c, &req); err != nil {
+		s.problem(c, err)
+		return
+	}
+	if req.Disabled == nil {
+		s.problem(c, &orders.ValidationError{Fields: []orders.FieldError{{Field: "disabled", Message: "is required: true or false"}}})
+		return
+	}
+	w, err := s.orders.SetWebhookDisabled(c.Request.Context(), c.Param("id"), *req.Disabled)
 	if err != nil {
 		s.problem(c, err)
 		return

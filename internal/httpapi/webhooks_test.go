@@ -79,3 +79,64 @@ func TestWebhookAdmin(t *testing.T) {
 		t.Fatalf("failures: %d %s", w.Code, w.Body)
 	}
 }
+
+// TestWebhookEnableDisable: PATCH /v1/webhooks/{id} switches an endpoint,
+// admin only, with a strictly decoded body whose one field is required; the
+// answer is the endpoint as the use case returns it.
+func TestWebhookEnableDisable(t *testing.T) {
+	m := mocks.NewOrders(t)
+	h := newHandler(t, m)
+	admin := map[string]string{"Authorization": "Bearer " + token}
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+
+	m.On("SetWebhookDisabled", mock.Anything, "wh_0a", false).Return(orders.Webhook{ID: "wh_0a", URL: "https://a.example/", CreatedAt: at}, nil).Once()
+	w := do(h, call{method: "PATCH", path: "/v1/webhooks/wh_0a", body: `{"disabled":false}`, header: admin})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"disabled":false`) || strings.Contains(w.Body.String(), "disabled_at") {
+		t.Fatalf("enable: %d %s", w.Code, w.Body)
+	}
+	m.On("SetWebhookDisabled", mock.Anything, "wh_0a", true).Return(orders.Webhook{ID: "wh_0a", URL: "https://a.example/", CreatedAt: at,
+		Disabled: true, DisabledAt: &at, DisabledReason: orders.WebhookManual}, nil).Once()
+	w = do(h, call{method: "PATCH", path: "/v1/webhooks/wh_0a", body: `{"disabled":true}`, header: admin})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"disabled":true`) || !strings.Contains(w.Body.String(), `"disabled_reason":"manual"`) ||
+		!strings.Contains(w.Body.String(), `"disabled_at":"2026-11-27T10:00:00Z"`) {
+		t.Fatalf("disable: %d %s", w.Code, w.Body)
+	}
+	m.On("SetWebhookDisabled", mock.Anything, "wh_0b", false).Return(orders.Webhook{}, orders.ErrNotFound).Once()
+	if w = do(h, call{method: "PATCH", path: "/v1/webhooks/wh_0b", body: `{"disabled":false}`, header: admin}); w.Code != 404 {
+		t.Fatalf("unknown: %d %s", w.Code, w.Body)
+	}
+	// Bad bodies: the use case is not called.
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{}`, 422},
+		{`{"disabled":null}`, 400}, // null is the value of no field, as everywhere
+		{`{"disabled":false,"url":"https://b.example/"}`, 400},
+		{`{"disabled":false}{}`, 400},
+		{`{"disabled":`, 400},
+	} {
+		w = do(h, call{method: "PATCH", path: "/v1/webhooks/wh_0a", body: tc.body, header: admin, offContract: true})
+		if w.Code != tc.code || (tc.code == 422 && !strings.Contains(w.Body.String(), `"field":"disabled"`)) {
+			t.Errorf("PATCH %s: %d %s, want %d", tc.body, w.Code, w.Body, tc.code)
+		}
+	}
+	if w = do(h, call{method: "PATCH", path: "/v1/webhooks/wh_0a", body: `{"disabled":false}`, header: noAuth, offContract: true}); w.Code != 401 {
+		t.Fatalf("no token: %d", w.Code)
+	}
+}
+
+// TestWebhookRegistrationRefusedInside: the use case's refusal of an
+// address inside answers 422 invalid, naming url and the address.
+func TestWebhookRegistrationRefusedInside(t *testing.T) {
+	m := mocks.NewOrders(t)
+	h := newHandler(t, m)
+	admin := map[string]string{"Authorization": "Bearer " + token}
+	m.On("CreateWebhook", mock.Anything, "http://169.254.169.254/latest", mock.Anything).Return(orders.Webhook{}, &orders.ValidationError{
+		Fields: []orders.FieldError{{Field: "url", Message: "must not be or resolve to ...: 169.254.169.254 is a link-local address"}}}).Once()
+	w := do(h, call{method: "POST", path: "/v1/webhooks", body: `{"url":"http://169.254.169.254/latest"}`, header: admin})
+	if w.Code != 422 || !strings.Contains(w.Body.String(), `"field":"url"`) || !strings.Contains(w.Body.String(), "169.254.169.254 is a link-local address") ||
+		!strings.Contains(w.Body.String(), "invalid") {
+		t.Fatalf("refused: %d %s", w.Code, w.Body)
+	}
+}

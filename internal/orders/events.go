@@ -135,7 +135,8 @@ type EventObserver interface {
 	EventPublishFailed(destination string)
 	EventsPurged(n int)
 	// WebhookAttempt counts a delivery attempt to an endpoint by its result
-	// (WebhookDelivered, WebhookRetry, WebhookFailed).
+	// (WebhookDelivered, WebhookRetry, WebhookFailed,
+	// WebhookDisabled).
 	WebhookAttempt(result string)
 }
 

@@ -21,10 +21,33 @@ type Webhook struct {
 	// creation, and never listed.
 	Secret    string    `json:"secret,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Disabled says the endpoint gets nothing until an admin enables it again:
+	// since DisabledAt, for DisabledReason (WebhookGone, WebhookFailing or
+	// WebhookManual). Its cursor stays where it was: enabled again, it gets
+	// the events from there on.
+	Disabled       bool       `json:"disabled"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+	// FailingSince is the first failed attempt with no success after it
+	// (nil: the last attempt succeeded, or none failed): the endpoint is
+	// disabled when it has been failing this long.
+	FailingSince *time.Time `json:"-"`
 	// Position is the feed position the endpoint has had every event through:
 	// the last position of the feed when it was created, then its cursor.
 	Position int64 `json:"-"`
 }
+
+// Why an endpoint was disabled.
+const (
+	// WebhookGone: it answered 410 Gone, which Standard Webhooks reserves for
+	// "stop sending": disabled at once.
+	WebhookGone = "gone"
+	// WebhookFailing: every attempt failed, with no success, for the
+	// relay's disable-after (5 days by default, as Svix does).
+	WebhookFailing = "failing"
+	// WebhookManual: an admin disabled it.
+	WebhookManual = "manual"
+)
 
 // WebhookFailure is an event an endpoint was not delivered: every attempt of
 // its retry window failed, and delivery went on with the next event.
@@ -43,10 +66,11 @@ const (
 	WebhookDelivered = "delivered" // the endpoint answered 2xx
 	WebhookRetry     = "retry"     // failed, and will be tried again
 	WebhookFailed    = "failed"    // failed, and given up: recorded and skipped
+	WebhookDisabled  = "disabled"  // failed, and the endpoint disabled: kept for when it is enabled again
 )
 
 // WebhookResults lists the results of an attempt.
-var WebhookResults = []string{WebhookDelivered, WebhookRetry, WebhookFailed}
+var WebhookResults = []string{WebhookDelivered, WebhookRetry, WebhookFailed, WebhookDisabled}
 
 // The bounds of an endpoint's registration.
 const (
@@ -91,6 +115,26 @@ func ValidateWebhookURL(raw string) error {
 	return nil
 }
 
+// WebhookSwitch turns endpoints off and on, and keeps what the relay needs
+// to decide when to. The relay's writes take its lease, as AdvanceWebhook's
+// do; an admin's do not. A WebhookStore that is not also a WebhookSwitch
+// serves every endpoint, and refuses the admin's switch.
+type WebhookSwitch interface {
+	// DisableWebhook disables an endpoint at at for reason, under the
+	// relay's lease; one already disabled is left as it is (ErrNotFound for
+	// one deleted).
+	DisableWebhook(ctx context.Context, id string, at time.Time, reason string, leader Leader) error
+	// WebhookFailing records since when an endpoint has failed with no
+	// success (nil: it has just succeeded), under the relay's lease
+	// (ErrNotFound for one deleted).
+	WebhookFailing(ctx context.Context, id string, since *time.Time, leader Leader) error
+	// SwitchWebhook is the admin's: disabled, it disables the endpoint at at
+	// (WebhookManual; one already disabled keeps its time and reason);
+	// enabled, it clears the disabling and the failing time, so that the
+	// disable-after counts afresh. It returns the endpoint (ErrNotFound).
+	SwitchWebhook(ctx context.Context, id string, disabled bool, at time.Time) (Webhook, error)
+}
+
 // WebhookStore keeps the endpoints and their failed deliveries. The relay's
 // writes (AdvanceWebhook) take its lease, as its writes to the feed do, so
 // that a former relay cannot move a cursor.
@@ -112,7 +156,7 @@ type WebhookStore interface {
 	// WebhookFailures lists up to limit failures of an endpoint after the
 	// feed position after, in feed order.
 	WebhookFailures(ctx context.Context, id string, after int64, limit int) ([]WebhookFailure, error)
-	// WebhooksThrough is the lowest cursor of all endpoints; ok is false when
-	// there are none.
+	// WebhooksThrough is the lowest cursor of the endpoints served (a
+	// disabled one holds no event back); ok is false when there are none.
 	WebhooksThrough(ctx context.Context) (through int64, ok bool, err error)
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 // Defaults of Config.
@@ -86,6 +87,9 @@ type Config struct {
 	// WebhookRefresh is how often the relay reads the webhook endpoints, to
 	// serve one added and stop serving one deleted.
 	WebhookRefresh time.Duration
+	// WebhookDisableAfter disables an endpoint whose attempts have all failed
+	// for this long, with no success (DefaultWebhookDisableAfter when zero).
+	WebhookDisableAfter time.Duration
 }
 
 // Deps are what a Service runs on. Counters are needed by redis-atomic only.
@@ -109,6 +113,11 @@ type Deps struct {
 	Webhooks      orders.WebhookStore
 	WebhookSender WebhookSender
 	WebhookRetry  RetryPolicy
+	// WebhookGuard judges an endpoint's URL at registration (nil: one that
+	// refuses every loopback, private and other special-purpose address).
+	// The sender must dial through the same guard: registration alone
+	// cannot see where a name will resolve later.
+	WebhookGuard WebhookGuard
 }
 
 // Service is the order use case.
@@ -124,8 +133,10 @@ type Service struct {
 	stream   orders.Stream
 	eobs     orders.EventObserver
 	webhooks orders.WebhookStore
+	switches orders.WebhookSwitch // nil when the store cannot disable endpoints
 	sender   WebhookSender
 	retry    RetryPolicy
+	guard    WebhookGuard
 	// wait sleeps d or until ctx ends (false then): the webhooks' waits, which
 	// tests may shorten.
 	wait   func(ctx context.Context, d time.Duration) bool
@@ -164,7 +175,11 @@ func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
 	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
 		events: d.Events, stream: d.Stream, eobs: d.EventObserver, log: log, now: now,
-		webhooks: d.Webhooks, sender: d.WebhookSender, retry: d.WebhookRetry, wait: sleep}
+		webhooks: d.Webhooks, sender: d.WebhookSender, retry: d.WebhookRetry, guard: d.WebhookGuard, wait: sleep}
+	s.switches, _ = d.Webhooks.(orders.WebhookSwitch)
+	if s.guard == nil {
+		s.guard = webhook.NewGuard()
+	}
 	if s.leader == nil {
 		s.leader = s.locker
 	}
@@ -226,6 +241,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.WebhookRefresh <= 0 {
 		cfg.WebhookRefresh = DefaultWebhookRefresh
+	}
+	if cfg.WebhookDisableAfter <= 0 {
+		cfg.WebhookDisableAfter = DefaultWebhookDisableAfter
 	}
 	if cfg.EventRetention <= 0 {
 		cfg.EventRetention = DefaultEventRetention

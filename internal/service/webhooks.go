@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 // Webhooks: the admin's endpoints, and their delivery while the relay leads.
@@ -21,6 +23,13 @@ import (
 // delivered at least once: a relay that dies before moving the cursor leaves
 // the next one to send it again, with the same id. An endpoint that fails or
 // hangs holds up only its own goroutine.
+//
+// An endpoint is disabled, and gets nothing until an admin enables it again,
+// when it answers 410 Gone (Standard Webhooks' "stop sending") or when its
+// attempts have all failed, with no success, for WebhookDisableAfter (Svix's
+// rule: 5 days). The event it was being sent stays at its cursor: enabled
+// again, it gets that event and the ones after. An address the guard refuses
+// fails the event at once, with no retry: retrying cannot make it allowed.
 
 // WebhookSender makes one delivery attempt (cmd/stockguard adapts
 // internal/webhook's Sender). It returns nil on a 2xx; on a refusal, how long
@@ -37,6 +46,13 @@ type WebhookDelivery struct {
 	Body        []byte    // the event's JSON
 }
 
+// WebhookGuard judges where an endpoint's URL leads when it is registered
+// (internal/webhook's Guard is one): an error says why it may not be, an
+// *webhook.AddressError naming the address refused.
+type WebhookGuard interface {
+	CheckURL(ctx context.Context, rawURL string) error
+}
+
 // RetryPolicy says, after a failed attempt, how long to wait before the next
 // or that it is time to give up (internal/webhook's Policy is one).
 type RetryPolicy interface {
@@ -49,6 +65,9 @@ const (
 	// DefaultWebhookRefresh: an endpoint added or deleted while the relay
 	// leads is served, or no longer, within this.
 	DefaultWebhookRefresh = 2 * time.Second
+	// DefaultWebhookDisableAfter: an endpoint whose attempts have all failed
+	// for this long, with no success, is disabled (5 days, as Svix).
+	DefaultWebhookDisableAfter = 5 * 24 * time.Hour
 )
 
 // errNoWebhooks answers the admin's calls of a service built without a
@@ -62,6 +81,15 @@ var errNoWebhooks = orders.Unavailable(orders.DependencyDatabase, errors.New("we
 func (s *Service) CreateWebhook(ctx context.Context, url, secret string) (orders.Webhook, error) {
 	if err := orders.ValidateWebhookURL(url); err != nil {
 		return orders.Webhook{}, err
+	}
+	if err := s.guard.CheckURL(ctx, url); err != nil {
+		reason := err.Error()
+		var refused *webhook.AddressError
+		if errors.As(err, &refused) {
+			reason = refused.Reason()
+		}
+		return orders.Webhook{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: "url",
+			Message: "must not be or resolve to a loopback, private, link-local or other special-purpose address, unless an operator allows its network: " + reason}}}
 	}
 	if s.webhooks == nil {
 		return orders.Webhook{}, errNoWebhooks
@@ -106,6 +134,22 @@ func (s *Service) Webhook(ctx context.Context, id string) (orders.Webhook, error
 	return w, err
 }
 
+// SetWebhookDisabled disables an endpoint (an admin's, WebhookManual) or
+// enables it again: its deliveries resume from its cursor within
+// WebhookRefresh, and the disable-after counts afresh. It returns the
+// endpoint, without its secret.
+func (s *Service) SetWebhookDisabled(ctx context.Context, id string, disabled bool) (orders.Webhook, error) {
+	if !orders.ValidWebhookID(id) {
+		return orders.Webhook{}, orders.ErrNotFound
+	}
+	if s.webhooks == nil || s.switches == nil {
+		return orders.Webhook{}, errNoWebhooks
+	}
+	w, err := s.switches.SwitchWebhook(ctx, id, disabled, s.now().UTC().Truncate(time.Millisecond))
+	w.Secret = ""
+	return w, err
+}
+
 // DeleteWebhook deletes an endpoint and its failures; the relay stops
 // serving it within WebhookRefresh.
 func (s *Service) DeleteWebhook(ctx context.Context, id string) error {
@@ -138,10 +182,11 @@ func (s *Service) WebhookFailures(ctx context.Context, id, after string, limit i
 	return out[:min(len(out), limit)], len(out) > limit, nil
 }
 
-// runWebhooks serves every endpoint, each in a goroutine of its own, until
-// ctx ends (the relay no longer leads); it reads the endpoints every
-// WebhookRefresh, starting a goroutine for a new one (or one whose goroutine
-// stopped) and stopping that of one deleted. It returns after they all did.
+// runWebhooks serves every endpoint not disabled, each in a goroutine of its
+// own, until ctx ends (the relay no longer leads); it reads the endpoints
+// every WebhookRefresh, starting a goroutine for a new one (or one whose
+// goroutine stopped, or one enabled again) and stopping that of one deleted
+// or disabled. It returns after they all did.
 func (s *Service) runWebhooks(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader) {
 	type worker struct {
 		cancel context.CancelFunc
@@ -163,6 +208,9 @@ func (s *Service) runWebhooks(ctx context.Context, g orders.Grant, leader func(o
 		} else {
 			listed := make(map[string]bool, len(endpoints))
 			for _, ep := range endpoints {
+				if ep.Disabled {
+					continue // stopped below, if it was served
+				}
 				listed[ep.ID] = true
 				if w, ok := running[ep.ID]; ok {
 					select {
@@ -210,9 +258,57 @@ func (s *Service) allWebhooks(ctx context.Context) ([]orders.Webhook, error) {
 	}
 }
 
+// endpoint is an endpoint as its goroutine serves it: what deliver learns of
+// its health, for the relay to write.
+type endpoint struct {
+	orders.Webhook
+	// failingSince is the first failed attempt with no success after it
+	// (zero: none); saved says whether the store has it as it is.
+	failingSince time.Time
+	saved        bool
+	// disable, once set by deliver, is why the endpoint is to be disabled.
+	disable string
+}
+
+func newEndpoint(w orders.Webhook) *endpoint {
+	ep := &endpoint{Webhook: w, saved: true}
+	if w.FailingSince != nil {
+		ep.failingSince = *w.FailingSince
+	}
+	return ep
+}
+
+// failed notes a failed attempt at at; succeeded a delivery.
+func (ep *endpoint) failed(at time.Time) {
+	if ep.failingSince.IsZero() {
+		ep.failingSince, ep.saved = at, false
+	}
+}
+
+func (ep *endpoint) succeeded() {
+	if !ep.failingSince.IsZero() {
+		ep.failingSince, ep.saved = time.Time{}, false
+	}
+}
+
 // serveWebhook delivers the feed to one endpoint from its cursor, in order,
-// until ctx ends, the endpoint is deleted, or the relay's write is refused.
-func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, ep orders.Webhook) {
+// until ctx ends, the endpoint is deleted or disabled, or the relay's write
+// is refused.
+func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, listed orders.Webhook) {
+	// Read again: the list may be older than a disabling that stopped the
+	// goroutine this one replaces, and an endpoint disabled gets nothing.
+	w, err := s.webhooks.Webhook(ctx, listed.ID)
+	switch {
+	case errors.Is(err, orders.ErrNotFound):
+		return
+	case err != nil:
+		s.log.WarnContext(ctx, "webhooks: endpoint not read again; serving it as listed", "webhook", listed.ID, "err", err)
+		w = listed
+	}
+	if w.Disabled {
+		return
+	}
+	ep := newEndpoint(w)
 	through := ep.Position
 	backoff := s.cfg.RelayInterval
 	for ctx.Err() == nil {
@@ -242,7 +338,10 @@ func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(
 		for _, e := range evs {
 			failure, ok := s.deliver(ctx, ep, e)
 			if !ok {
-				break // ctx ended: write what was delivered
+				break // ctx ended, or the endpoint is to be disabled: write what was delivered
+			}
+			if !ep.saved && !s.saveFailing(ctx, g, leader, ep) {
+				return
 			}
 			if failure == nil {
 				done, lags = e.Position, append(lags, s.now().Sub(e.CreatedAt))
@@ -263,6 +362,41 @@ func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(
 			s.delivered(lags)
 			through = done
 		}
+		if ep.disable != "" {
+			s.disableWebhook(ctx, g, leader, ep)
+			return
+		}
+	}
+}
+
+// saveFailing writes since when the endpoint has failed (or that it no
+// longer does), so that a relay that takes over counts the disable-after
+// from the same failure; false when it should stop.
+func (s *Service) saveFailing(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, ep *endpoint) bool {
+	if s.switches == nil { // a store that cannot disable endpoints keeps no failing time
+		ep.saved = true
+		return true
+	}
+	var since *time.Time
+	if !ep.failingSince.IsZero() {
+		since = &ep.failingSince
+	}
+	ok := s.relayWrite(ctx, g, ep.ID, "failing time not written", func(l orders.Leader) error {
+		return s.switches.WebhookFailing(ctx, ep.ID, since, l)
+	}, leader)
+	ep.saved = ok
+	return ok
+}
+
+// disableWebhook disables the endpoint for ep.disable; a relay stopped
+// before it is written makes the same attempt again, and disables it then.
+func (s *Service) disableWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader, ep *endpoint) {
+	at := s.now()
+	if s.relayWrite(ctx, g, ep.ID, "endpoint not disabled", func(l orders.Leader) error {
+		return s.switches.DisableWebhook(ctx, ep.ID, at, ep.disable, l)
+	}, leader) {
+		s.log.WarnContext(ctx, "webhooks: endpoint disabled; it gets nothing until enabled again", "webhook", ep.ID,
+			"reason", ep.disable, "failing_since", ep.failingSince)
 	}
 }
 
@@ -304,11 +438,20 @@ func (s *Service) delivered(lags []time.Duration) {
 func (s *Service) advanceWebhook(ctx context.Context, g orders.Grant, leader func(orders.Fences) orders.Leader,
 	id string, through int64, failed []orders.WebhookFailure,
 ) bool {
+	return s.relayWrite(ctx, g, id, "cursor not moved", func(l orders.Leader) error {
+		return s.webhooks.AdvanceWebhook(ctx, id, through, failed, l)
+	}, leader)
+}
+
+// relayWrite makes one of the relay's writes about an endpoint under its
+// lease, trying again while the database fails; false when it should stop:
+// ctx ended, the relay's token refused, the endpoint deleted.
+func (s *Service) relayWrite(ctx context.Context, g orders.Grant, id, failing string, write func(orders.Leader) error,
+	leader func(orders.Fences) orders.Leader,
+) bool {
 	backoff := s.cfg.RelayInterval
 	for {
-		err := s.fenced(ctx, g, func(f orders.Fences) error {
-			return s.webhooks.AdvanceWebhook(ctx, id, through, failed, leader(f))
-		})
+		err := s.fenced(ctx, g, func(f orders.Fences) error { return write(leader(f)) })
 		switch {
 		case err == nil:
 			return true
@@ -319,7 +462,7 @@ func (s *Service) advanceWebhook(ctx context.Context, g orders.Grant, leader fun
 			s.log.WarnContext(ctx, "webhooks: the relay's token was refused; stopping", "webhook", id, "err", err)
 			return false
 		}
-		s.log.WarnContext(ctx, "webhooks: cursor not moved; trying again", "webhook", id, "err", err, "in", backoff.String())
+		s.log.WarnContext(ctx, "webhooks: "+failing+"; trying again", "webhook", id, "err", err, "in", backoff.String())
 		if !s.wait(ctx, backoff) {
 			return false
 		}
@@ -329,8 +472,10 @@ func (s *Service) advanceWebhook(ctx context.Context, g orders.Grant, leader fun
 
 // deliver sends one event to an endpoint, retrying as the policy says: nil
 // when delivered, the failure to record when given up; ok is false when ctx
-// ended first.
-func (s *Service) deliver(ctx context.Context, ep orders.Webhook, e orders.Event) (failure *orders.WebhookFailure, ok bool) {
+// ended first, or when the endpoint is to be disabled (ep.disable says why:
+// the event is neither delivered nor failed). It notes each attempt's
+// outcome in ep.
+func (s *Service) deliver(ctx context.Context, ep *endpoint, e orders.Event) (failure *orders.WebhookFailure, ok bool) {
 	body, err := json.Marshal(e)
 	if err != nil { // an Event always marshals
 		panic(fmt.Sprintf("webhooks: event %s: %v", e.ID, err))
@@ -344,14 +489,21 @@ func (s *Service) deliver(ctx context.Context, ep orders.Webhook, e orders.Event
 		}
 		if err == nil {
 			s.eobs.WebhookAttempt(orders.WebhookDelivered)
+			ep.succeeded()
 			return nil, true
 		}
 		if attempt == 1 {
 			first = at
 		}
+		ep.failed(at)
 		now := s.now()
+		if ep.disable = s.disableFor(ep, err, now); ep.disable != "" {
+			s.eobs.WebhookAttempt(orders.WebhookDisabled)
+			s.log.WarnContext(ctx, "webhooks: endpoint to be disabled", "webhook", ep.ID, "event", e.ID, "reason", ep.disable, "err", err)
+			return nil, false
+		}
 		wait, giveUp := time.Duration(0), true
-		if s.retry != nil {
+		if s.retry != nil && !errors.Is(err, webhook.ErrAddressRefused) {
 			wait, giveUp = s.retry.Next(attempt, first, now)
 		}
 		if giveUp {
@@ -366,6 +518,23 @@ func (s *Service) deliver(ctx context.Context, ep orders.Webhook, e orders.Event
 			return nil, false
 		}
 	}
+}
+
+// disableFor says why an endpoint is to be disabled after a failed attempt
+// at now, or "" when it is not: a 410 Gone, or failing with no success for
+// WebhookDisableAfter. Only a store that can disable endpoints does.
+func (s *Service) disableFor(ep *endpoint, err error, now time.Time) string {
+	if s.switches == nil {
+		return ""
+	}
+	var refused *webhook.StatusError
+	switch {
+	case errors.As(err, &refused) && refused.StatusCode == http.StatusGone:
+		return orders.WebhookGone
+	case !ep.failingSince.IsZero() && now.Sub(ep.failingSince) >= s.cfg.WebhookDisableAfter:
+		return orders.WebhookFailing
+	}
+	return ""
 }
 
 // syncGrant is the relay's grant shared by its goroutines: Advance changes

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 // scriptedSender answers each attempt with the next of its results.
@@ -79,7 +83,7 @@ func TestDeliverRetriesThenGivesUp(t *testing.T) {
 	e := orders.Event{ID: "evt_7", Position: 7, Type: orders.EventOrderPlaced, SKU: "A-1", Seq: 1}
 	start := s.now()
 
-	f, ok := s.deliver(context.Background(), ep, e)
+	f, ok := s.deliver(context.Background(), newEndpoint(ep), e)
 	if !ok || f == nil {
 		t.Fatalf("deliver: %+v %v, want a failure", f, ok)
 	}
@@ -108,7 +112,7 @@ func TestDeliverRetriesThenGivesUp(t *testing.T) {
 func TestDeliverSucceedsOnARetry(t *testing.T) {
 	snd := &scriptedSender{results: []scripted{{0, errors.New("reset")}, {}}}
 	s, counts, waits := newDeliverer(snd, &linearRetry{})
-	f, ok := s.deliver(context.Background(), orders.Webhook{ID: "wh_0a"}, orders.Event{ID: "evt_1", Position: 1})
+	f, ok := s.deliver(context.Background(), newEndpoint(orders.Webhook{ID: "wh_0a"}), orders.Event{ID: "evt_1", Position: 1})
 	if !ok || f != nil || len(*waits) != 1 || (*waits)[0] != 10*time.Millisecond {
 		t.Fatalf("deliver: %+v %v, waits %v", f, ok, *waits)
 	}
@@ -162,5 +166,122 @@ func TestPurgePasses(t *testing.T) {
 	got = purgePasses(now, time.Hour, 4, 1<<63-1) // no endpoint
 	if got[0].through != 4 || got[1].through != 4 {
 		t.Errorf("stream 4, no webhook: %+v", got)
+	}
+}
+
+// switched is a WebhookStore that can disable endpoints, and records what
+// the relay asked of it.
+type switched struct {
+	orders.WebhookStore
+	mu       sync.Mutex
+	disabled map[string]string
+}
+
+func (w *switched) DisableWebhook(_ context.Context, id string, _ time.Time, reason string, _ orders.Leader) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.disabled[id] = reason
+	return nil
+}
+
+func (w *switched) WebhookFailing(context.Context, string, *time.Time, orders.Leader) error {
+	return nil
+}
+
+func (w *switched) SwitchWebhook(context.Context, string, bool, time.Time) (orders.Webhook, error) {
+	return orders.Webhook{}, nil
+}
+
+// newSwitchingDeliverer is newDeliverer on a store that can disable endpoints.
+func newSwitchingDeliverer(snd WebhookSender, retry RetryPolicy, disableAfter time.Duration) (*Service, *attemptCounts, *[]time.Duration) {
+	s, counts, waits := newDeliverer(snd, retry)
+	s.switches = &switched{disabled: map[string]string{}}
+	s.cfg.WebhookDisableAfter = disableAfter
+	return s, counts, waits
+}
+
+// TestDeliverGoneDisables: a 410 Gone is one attempt, no retry, and the
+// endpoint to be disabled; the event is neither delivered nor failed.
+func TestDeliverGoneDisables(t *testing.T) {
+	snd := &scriptedSender{results: []scripted{{0, &webhook.StatusError{StatusCode: http.StatusGone}}}}
+	s, counts, waits := newSwitchingDeliverer(snd, &linearRetry{}, time.Hour)
+	ep := newEndpoint(orders.Webhook{ID: "wh_0a"})
+	f, ok := s.deliver(context.Background(), ep, orders.Event{ID: "evt_1", Position: 1})
+	if ok || f != nil || ep.disable != orders.WebhookGone || len(snd.stamps) != 1 || len(*waits) != 0 {
+		t.Fatalf("deliver: %+v %v, disable %q, %d attempts, waits %v; want one attempt and gone", f, ok, ep.disable, len(snd.stamps), *waits)
+	}
+	if counts.n[orders.WebhookDisabled] != 1 || counts.n[orders.WebhookRetry] != 0 {
+		t.Errorf("attempts counted %v", counts.n)
+	}
+	// A store that cannot disable endpoints retries a 410 as any failure.
+	snd = &scriptedSender{results: []scripted{{0, &webhook.StatusError{StatusCode: http.StatusGone}}, {}}}
+	s, _, _ = newDeliverer(snd, &linearRetry{})
+	if f, ok := s.deliver(context.Background(), newEndpoint(orders.Webhook{ID: "wh_0a"}), orders.Event{ID: "evt_1"}); !ok || f != nil {
+		t.Fatalf("without a switch: %+v %v, want delivered on the retry", f, ok)
+	}
+}
+
+// TestDeliverRefusedAddressGivesUpAtOnce: an address the guard refused is
+// not retried, whatever the policy: the failure says why, after one attempt.
+func TestDeliverRefusedAddressGivesUpAtOnce(t *testing.T) {
+	refused := &webhook.NetworkError{Err: &webhook.AddressError{Addr: netip.MustParseAddr("127.0.0.1"), Kind: "loopback"}}
+	snd := &scriptedSender{results: []scripted{{0, refused}}}
+	s, counts, waits := newSwitchingDeliverer(snd, &linearRetry{}, time.Hour)
+	f, ok := s.deliver(context.Background(), newEndpoint(orders.Webhook{ID: "wh_0a"}), orders.Event{ID: "evt_1", Position: 1})
+	if !ok || f == nil || f.Attempts != 1 || len(*waits) != 0 || !strings.Contains(f.LastError, "address refused: 127.0.0.1 is a loopback address") {
+		t.Fatalf("deliver: %+v %v, waits %v", f, ok, *waits)
+	}
+	if counts.n[orders.WebhookFailed] != 1 {
+		t.Errorf("attempts counted %v", counts.n)
+	}
+}
+
+// everyQuarter waits 15 minutes after each failure and never gives up.
+type everyQuarter struct{}
+
+func (everyQuarter) Next(int, time.Time, time.Time) (time.Duration, bool) {
+	return 15 * time.Minute, false
+}
+
+// TestDeliverDisablesAfterFailingTooLong: on the service's clock, an
+// endpoint whose attempts have all failed for the disable-after is to be
+// disabled at the first failure past it, counted from the first failure
+// with no success after it; a success clears the count.
+func TestDeliverDisablesAfterFailingTooLong(t *testing.T) {
+	boom := errors.New("webhook: endpoint answered 500")
+	results := make([]scripted, 10)
+	for i := range results {
+		results[i] = scripted{0, boom}
+	}
+	snd := &scriptedSender{results: results}
+	s, counts, _ := newSwitchingDeliverer(snd, everyQuarter{}, time.Hour)
+	start := s.now()
+	ep := newEndpoint(orders.Webhook{ID: "wh_0a"})
+	f, ok := s.deliver(context.Background(), ep, orders.Event{ID: "evt_1", Position: 1})
+	// Attempts at 0, 15, 30, 45 and 60 minutes: the fifth is an hour after the first.
+	if ok || f != nil || ep.disable != orders.WebhookFailing || len(snd.stamps) != 5 || !ep.failingSince.Equal(start) {
+		t.Fatalf("deliver: %+v %v, disable %q after %d attempts, failing since %v", f, ok, ep.disable, len(snd.stamps), ep.failingSince)
+	}
+	if counts.n[orders.WebhookRetry] != 4 || counts.n[orders.WebhookDisabled] != 1 {
+		t.Errorf("attempts counted %v", counts.n)
+	}
+
+	// Failing since long ago (as read from the store), then a success: the
+	// count is cleared, and a failure after it starts one anew.
+	snd = &scriptedSender{results: []scripted{{}, {0, boom}, {0, boom}}}
+	s, _, _ = newSwitchingDeliverer(snd, everyQuarter{}, time.Hour)
+	long := s.now().Add(-30 * 24 * time.Hour)
+	ep = newEndpoint(orders.Webhook{ID: "wh_0a", FailingSince: &long})
+	if f, ok := s.deliver(context.Background(), ep, orders.Event{ID: "evt_1"}); !ok || f != nil || !ep.failingSince.IsZero() || ep.saved {
+		t.Fatalf("a success: %+v %v, failing since %v, saved %v; want cleared, to be written", f, ok, ep.failingSince, ep.saved)
+	}
+	ep.saved = true
+	restart := s.now()
+	s.retry = &linearRetry{} // gives up at the third failure
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	snd.results = append(snd.results, scripted{0, boom})
+	if f, ok := s.deliver(ctx, ep, orders.Event{ID: "evt_2"}); !ok || f == nil || ep.disable != "" || !ep.failingSince.Equal(restart) || ep.saved {
+		t.Fatalf("failures after a success: %+v %v, disable %q, failing since %v (want %v)", f, ok, ep.disable, ep.failingSince, restart)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,10 @@ func (a sender) Send(ctx context.Context, d service.WebhookDelivery) (time.Durat
 }
 
 var _ service.WebhookSender = sender{}
+
+// loopback lets the tests' receivers, on 127.0.0.0/8 and ::1, through the
+// guard at registration and when dialled: the default refuses them.
+var loopback = webhook.NewGuard(netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 
 // webhookCounts is an EventObserver that counts the webhooks' attempts by result.
 type webhookCounts struct {
@@ -160,8 +165,8 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 
 	const timeout, window = 250 * time.Millisecond, 1500 * time.Millisecond
 	ev := &webhookCounts{attempts: map[string]int{}}
-	r.deps.Events, r.deps.Webhooks, r.deps.EventObserver = r.store, r.store, ev
-	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout})}
+	r.deps.Events, r.deps.Webhooks, r.deps.EventObserver, r.deps.WebhookGuard = r.store, r.store, ev, loopback
+	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout, Guard: loopback})}
 	r.deps.WebhookRetry = webhook.Policy{First: 50 * time.Millisecond, Max: 200 * time.Millisecond, For: window}
 	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 100 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
@@ -289,8 +294,8 @@ func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
 	rcv := newReceiver(t)
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	r.deps.Events, r.deps.Webhooks = r.store, r.store
-	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: 5 * time.Second})}
+	r.deps.Events, r.deps.Webhooks, r.deps.WebhookGuard = r.store, r.store, loopback
+	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: 5 * time.Second, Guard: loopback})}
 	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
 	wh, err := svc.CreateWebhook(ctx, srv.URL, rcv.secret)
@@ -334,5 +339,252 @@ func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
 	if len(fs) != 1 || fs[0].EventID != orders.EventID(1) || fs[0].Attempts != 0 ||
 		!strings.Contains(fs[0].LastError, "evt_1 to evt_3 (3) were purged") {
 		t.Fatalf("failures %+v; want one for events 1 to 3, purged, never attempted", fs)
+	}
+}
+
+// counter is a receiver that answers every request with the status it is
+// set to (200 at first) and counts them.
+type counter struct {
+	n      atomic.Int64
+	status atomic.Int64
+	ids    chan string
+}
+
+func newCounter() *counter {
+	c := &counter{ids: make(chan string, 64)}
+	c.status.Store(http.StatusOK)
+	return c
+}
+
+func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.n.Add(1)
+	select {
+	case c.ids <- r.Header.Get(webhook.HeaderID):
+	default:
+	}
+	w.WriteHeader(int(c.status.Load()))
+}
+
+// TestWebhooksReachNothingInside: registration refuses a URL whose host is,
+// or resolves to, an address inside (the default guard); an endpoint stored
+// without that check (as if its name resolved elsewhere then) is never
+// contacted, its events failed at once saying the address was refused; a
+// redirect to an allowed receiver is not followed.
+func TestWebhooksReachNothingInside(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, testenv.Postgres)
+	r := w.replica(t, nil)
+	inside, target := newCounter(), newCounter()
+	insideSrv, targetSrv := httptest.NewServer(inside), httptest.NewServer(target)
+	defer insideSrv.Close()
+	defer targetSrv.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(targetSrv.URL+"/elsewhere", http.StatusFound))
+	defer redirect.Close()
+
+	// Registration, with the default guard: every one refused, naming url.
+	r.deps.Events, r.deps.Webhooks = r.store, r.store
+	strict := service.New(service.Config{}, r.deps, slog.New(slog.DiscardHandler), time.Now)
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{insideSrv.URL, "http://localhost/", "http://[::1]/", "http://0.0.0.0/", "http://10.0.0.1/",
+		"http://192.168.1.1/", "http://172.16.0.1/", "http://169.254.169.254/", "http://[fe80::1]/", "http://[fc00::1]/",
+		"http://[::ffff:127.0.0.1]/", "http://224.0.0.1/", "http://100.64.0.1/", "http://2130706433/"} {
+		_, err := strict.CreateWebhook(ctx, u, secret)
+		var invalid *orders.ValidationError
+		if !errors.As(err, &invalid) || len(invalid.Fields) != 1 || invalid.Fields[0].Field != "url" ||
+			!strings.Contains(invalid.Fields[0].Message, "address") {
+			t.Errorf("register %s: %v, want a refusal naming url", u, err)
+		}
+	}
+	if list, _, err := strict.Webhooks(ctx, "", 100); err != nil || len(list) != 0 {
+		t.Fatalf("endpoints stored after the refusals: %+v %v", list, err)
+	}
+
+	// The relay: its sender dials through the default guard; the redirecting
+	// endpoint is allowed (127.0.0.0/8) but its target is never asked.
+	mkSender := func(g *webhook.Guard) sender {
+		return sender{webhook.NewSender(nil, webhook.SenderOptions{Timeout: 5 * time.Second, Guard: g})}
+	}
+	r.deps.WebhookSender = mkSender(nil)
+	relay := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+		r.deps, slog.New(slog.DiscardHandler), time.Now)
+	stored, err := r.store.CreateWebhook(ctx, orders.Webhook{ID: "wh_01", URL: insideSrv.URL + "/hook", Secret: secret, CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := relay.SetStock(ctx, "S-1", 5); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { relay.RunRelay(rctx) })
+	until(t, 10*time.Second, "the event failed", func() bool {
+		fs, _, err := relay.WebhookFailures(ctx, stored.ID, "", 10)
+		return err == nil && len(fs) == 1
+	})
+	stop()
+	wg.Wait()
+	fs, _, _ := relay.WebhookFailures(ctx, stored.ID, "", 10)
+	if f := fs[0]; f.Attempts != 1 || !strings.Contains(f.LastError, "address refused") || !strings.Contains(f.LastError, "loopback") {
+		t.Errorf("failure %+v: want one attempt, the address refused", f)
+	}
+	if n := inside.n.Load(); n != 0 {
+		t.Fatalf("the receiver inside got %d requests, want 0", n)
+	}
+
+	// With 127.0.0.0/8 allowed, a 302 is a failed attempt, not followed.
+	r.deps.WebhookSender, r.deps.WebhookGuard = mkSender(loopback), loopback
+	allowed := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+		r.deps, slog.New(slog.DiscardHandler), time.Now)
+	if err := r.store.DeleteWebhook(ctx, stored.ID); err != nil {
+		t.Fatal(err)
+	}
+	redir, err := allowed.CreateWebhook(ctx, redirect.URL, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := allowed.SetStock(ctx, "S-1", 6); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop = context.WithCancel(ctx)
+	wg.Go(func() { allowed.RunRelay(rctx) })
+	defer func() { stop(); wg.Wait() }()
+	until(t, 10*time.Second, "the redirected event failed", func() bool {
+		fs, _, err := allowed.WebhookFailures(ctx, redir.ID, "", 10)
+		return err == nil && len(fs) == 1
+	})
+	fs, _, _ = allowed.WebhookFailures(ctx, redir.ID, "", 10)
+	if !strings.Contains(fs[0].LastError, "302") {
+		t.Errorf("failure %+v: want the 302", fs[0])
+	}
+	if n := target.n.Load(); n != 0 {
+		t.Fatalf("the redirect's target got %d requests, want 0", n)
+	}
+}
+
+// TestWebhookGoneIsDisabledUntilEnabled: a receiver answering 410 is
+// disabled after one attempt and gets nothing more, while another endpoint
+// gets the events after; enabled again (the admin's switch), it gets the
+// event it refused and those after, and a receiver that has failed with no
+// success for the disable-after (since a time the store had) is disabled
+// at its next failure.
+func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, testenv.Postgres)
+	r := w.replica(t, nil)
+	gone, witness := newCounter(), newCounter()
+	gone.status.Store(http.StatusGone)
+	goneSrv, witnessSrv := httptest.NewServer(gone), httptest.NewServer(witness)
+	defer goneSrv.Close()
+	defer witnessSrv.Close()
+
+	r.deps.Events, r.deps.Webhooks, r.deps.WebhookGuard = r.store, r.store, loopback
+	r.deps.WebhookSender = sender{webhook.NewSender(nil, webhook.SenderOptions{Timeout: 5 * time.Second, Guard: loopback})}
+	r.deps.WebhookRetry = webhook.Policy{First: 10 * time.Millisecond, Max: 20 * time.Millisecond, For: time.Minute}
+	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+		r.deps, slog.New(slog.DiscardHandler), time.Now)
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := svc.CreateWebhook(ctx, goneSrv.URL, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.SetStock(ctx, "G-1", 5); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { svc.RunRelay(rctx) })
+	defer func() { stop(); wg.Wait() }()
+
+	until(t, 10*time.Second, "the endpoint disabled", func() bool {
+		got, err := svc.Webhook(ctx, gw.ID)
+		return err == nil && got.Disabled
+	})
+	got, _ := svc.Webhook(ctx, gw.ID)
+	if got.DisabledReason != orders.WebhookGone || got.DisabledAt == nil || got.Secret != "" {
+		t.Fatalf("disabled endpoint %+v", got)
+	}
+	if list, _, err := svc.Webhooks(ctx, "", 10); err != nil || len(list) != 1 || !list[0].Disabled {
+		t.Fatalf("listed %+v %v", list, err)
+	}
+	// A witness registered now is served from a refresh that saw the
+	// endpoint disabled: when it has the next event, the disabled endpoint
+	// would have had it too.
+	ww, err := svc.CreateWebhook(ctx, witnessSrv.URL, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.SetStock(ctx, "G-1", 6); err != nil {
+		t.Fatal(err)
+	}
+	if id := <-witness.ids; id != "evt_2" {
+		t.Fatalf("the witness got %s, want evt_2", id)
+	}
+	if n := gone.n.Load(); n != 1 {
+		t.Fatalf("the endpoint that answered 410 got %d requests, want 1", n)
+	}
+	if id := <-gone.ids; id != "evt_1" {
+		t.Fatalf("the 410 was for %s, want evt_1", id)
+	}
+
+	// Enabled again, and answering 200: the event it refused, then the next.
+	gone.status.Store(http.StatusOK)
+	if got, err := svc.SetWebhookDisabled(ctx, gw.ID, false); err != nil || got.Disabled || got.DisabledAt != nil || got.DisabledReason != "" {
+		t.Fatalf("enabled: %+v %v", got, err)
+	}
+	for _, want := range []string{"evt_1", "evt_2"} {
+		select {
+		case id := <-gone.ids:
+			if id != want {
+				t.Fatalf("enabled again, it got %s, want %s", id, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("enabled again, %s not delivered", want)
+		}
+	}
+	until(t, 5*time.Second, "its cursor past evt_2", func() bool {
+		got, err := r.store.Webhook(ctx, gw.ID)
+		return err == nil && got.Position == 2
+	})
+
+	// Failing with no success for the disable-after, on the service's
+	// clock: the witness answers 500, and after its first failure the clock
+	// jumps two hours; its next failure disables it.
+	stop()
+	wg.Wait()
+	witness.status.Store(http.StatusInternalServerError)
+	var offset atomic.Int64
+	clocked := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond,
+		WebhookDisableAfter: time.Hour}, r.deps, slog.New(slog.DiscardHandler),
+		func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	if err := clocked.DeleteWebhook(ctx, gw.ID); err != nil {
+		t.Fatal(err)
+	}
+	cctx, stopClocked := context.WithCancel(ctx)
+	defer stopClocked()
+	wg.Go(func() { clocked.RunRelay(cctx) })
+	if _, _, err := clocked.SetStock(ctx, "G-1", 7); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-witness.ids:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the witness was not tried")
+	}
+	offset.Store(int64(2 * time.Hour))
+	until(t, 10*time.Second, "the failing witness disabled", func() bool {
+		got, err := clocked.Webhook(ctx, ww.ID)
+		return err == nil && got.Disabled
+	})
+	if got, _ := clocked.Webhook(ctx, ww.ID); got.DisabledReason != orders.WebhookFailing {
+		t.Fatalf("disabled %+v, want reason failing", got)
+	}
+	if fs, _, err := clocked.WebhookFailures(ctx, ww.ID, "", 10); err != nil || len(fs) != 0 {
+		t.Fatalf("failures %+v %v: the event is kept for when it is enabled, not failed", fs, err)
 	}
 }

@@ -59,11 +59,15 @@ type SenderOptions struct {
 	// Now is the clock for a zero Message.Timestamp and for a Retry-After
 	// given as a date; nil means time.Now.
 	Now func() time.Time
+	// Guard decides which addresses may be connected to; nil means
+	// NewGuard(): no loopback, private or other special-purpose address.
+	Guard *Guard
 }
 
 // Sender makes delivery attempts. It is safe for concurrent use.
 type Sender struct {
 	client  *http.Client
+	guard   *Guard
 	timeout time.Duration
 	maxResp int64
 	ua      string
@@ -74,15 +78,30 @@ type Sender struct {
 // client on http.DefaultTransport) that follows no redirect: the
 // specification counts a 3xx as a failure, for the endpoint's URL to be
 // updated, and a redirect followed could carry a signed event to a host
-// nobody registered. The caller's client is left as it was.
+// nobody registered (or to one inside the network: see Guard). Its
+// connections are dialled through opts.Guard: the client's Transport, when
+// it is an *http.Transport (or nil), is copied with the Guard's dialler and
+// no proxy. Another RoundTripper is used as it is, its dials its owner's to
+// guard; Send still refuses a URL whose host is itself a refused address.
+// The caller's client is left as it was.
 func NewSender(client *http.Client, opts SenderOptions) *Sender {
 	c := &http.Client{}
 	if client != nil {
 		cp := *client
 		c = &cp
 	}
+	g := opts.Guard
+	if g == nil {
+		g = NewGuard()
+	}
+	switch t := c.Transport.(type) {
+	case nil:
+		c.Transport = g.Transport(nil)
+	case *http.Transport:
+		c.Transport = g.Transport(t)
+	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	s := &Sender{client: c, timeout: opts.Timeout, maxResp: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now}
+	s := &Sender{client: c, guard: g, timeout: opts.Timeout, maxResp: opts.MaxResponseBytes, ua: opts.UserAgent, now: opts.Now}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}
@@ -145,7 +164,9 @@ func (e *NetworkError) Unwrap() error { return e.Err }
 // Send makes one attempt to deliver msg to ep: a POST of the body as
 // application/json with the three signed headers, within the Sender's
 // timeout. It returns nil on a 2xx, a *StatusError on any other status, a
-// *NetworkError when no response came, an error wrapping ErrInvalidEndpoint,
+// *NetworkError when no response came (one wrapping an *AddressError, for
+// errors.Is(err, ErrAddressRefused), when the Guard refused the address:
+// nothing was sent), an error wrapping ErrInvalidEndpoint,
 // ErrInvalidSecret or ErrInvalidMessageID when the request cannot be made,
 // and, when ctx itself ends (the relay stopping, not the endpoint failing),
 // an error wrapping ctx's error. At most MaxResponseBytes of the response
@@ -157,6 +178,12 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, msg Message) error {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%w: %q is not an absolute http or https URL", ErrInvalidEndpoint, ep.URL)
+	}
+	// A host that is itself an address is judged before anything is made:
+	// the dialler would refuse it too, but a RoundTripper that is not ours
+	// might not.
+	if err := s.guard.checkLiteral(u.Hostname()); err != nil {
+		return &NetworkError{Err: err}
 	}
 	ts := msg.Timestamp
 	if ts.IsZero() {

@@ -55,7 +55,7 @@ func TestSendSuccessSigned(t *testing.T) {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	msg := webhook.Message{ID: "evt_42", Timestamp: at, Body: []byte(`{"type":"sku.restocked","data":{"sku":"A"}}`)}
 
-	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{})
+	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Guard: loopback})
 	if err := s.Send(t.Context(), webhook.Endpoint{URL: srv.URL + "/hook", Secret: secret}, msg); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestSendSuccessSigned(t *testing.T) {
 func TestSendZeroTimestampTakesTheClock(t *testing.T) {
 	srv, got := endpoint(t, http.StatusOK, nil)
 	now := time.Unix(1_800_000_000, 0)
-	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Now: func() time.Time { return now }})
+	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Guard: loopback, Now: func() time.Time { return now }})
 	secret := newSecret(t)
 	if err := s.Send(t.Context(), webhook.Endpoint{URL: srv.URL, Secret: secret}, webhook.Message{ID: "evt_1", Body: []byte(`{}`)}); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -124,7 +124,7 @@ func TestSendStatusError(t *testing.T) {
 			}
 			srv, got := endpoint(t, tc.status, extra)
 			now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-			s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Now: func() time.Time { return now }})
+			s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Guard: loopback, Now: func() time.Time { return now }})
 			err := s.Send(t.Context(), webhook.Endpoint{URL: srv.URL, Secret: newSecret(t)}, webhook.Message{ID: "evt_1", Timestamp: now, Body: []byte(`{}`)})
 			<-got
 			var se *webhook.StatusError
@@ -152,7 +152,7 @@ func TestSendTimeout(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // runs first: no handler outlives the test
 
 	const timeout = 100 * time.Millisecond
-	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout})
+	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Guard: loopback, Timeout: timeout})
 	start := time.Now()
 	err := s.Send(t.Context(), webhook.Endpoint{URL: srv.URL, Secret: newSecret(t)}, webhook.Message{ID: "evt_1", Body: []byte(`{}`)})
 	took := time.Since(start)
@@ -185,7 +185,7 @@ func TestSendCallerCancelIsNotAnEndpointFailure(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-arrived; cancel() }()
-	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: time.Minute})
+	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Guard: loopback, Timeout: time.Minute})
 	err := s.Send(ctx, webhook.Endpoint{URL: srv.URL, Secret: newSecret(t)}, webhook.Message{ID: "evt_1", Body: []byte(`{}`)})
 	var ne *webhook.NetworkError
 	if !errors.Is(err, context.Canceled) || errors.As(err, &ne) {
@@ -197,7 +197,7 @@ func TestSendConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there now
-	s := webhook.NewSender(nil, webhook.SenderOptions{Timeout: 5 * time.Second})
+	s := webhook.NewSender(nil, webhook.SenderOptions{Guard: loopback, Timeout: 5 * time.Second})
 	err := s.Send(t.Context(), webhook.Endpoint{URL: url, Secret: newSecret(t)}, webhook.Message{ID: "evt_1", Body: []byte(`{}`)})
 	var ne *webhook.NetworkError
 	if !errors.As(err, &ne) || ne.Timeout {
@@ -217,7 +217,7 @@ func TestSendFollowsNoRedirect(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		client := srv.Client()
-		s := webhook.NewSender(client, webhook.SenderOptions{})
+		s := webhook.NewSender(client, webhook.SenderOptions{Guard: loopback})
 		err := s.Send(t.Context(), webhook.Endpoint{URL: srv.URL, Secret: newSecret(t)}, webhook.Message{ID: "evt_1", Body: []byte(`{}`)})
 		var se *webhook.StatusError
 		if !errors.As(err, &se) || se.StatusCode != status {
@@ -254,7 +254,7 @@ func TestSendReadsABoundedResponse(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 
 	const timeout = 30 * time.Second
-	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout, MaxResponseBytes: 8 << 10})
+	s := webhook.NewSender(srv.Client(), webhook.SenderOptions{Guard: loopback, Timeout: timeout, MaxResponseBytes: 8 << 10})
 	start := time.Now()
 	err := s.Send(t.Context(), webhook.Endpoint{URL: srv.URL, Secret: newSecret(t)}, webhook.Message{ID: "evt_1", Body: []byte(`{}`)})
 	if err != nil {
@@ -266,7 +266,7 @@ func TestSendReadsABoundedResponse(t *testing.T) {
 }
 
 func TestSendRejectsBadRequests(t *testing.T) {
-	s := webhook.NewSender(nil, webhook.SenderOptions{})
+	s := webhook.NewSender(nil, webhook.SenderOptions{Guard: loopback})
 	good := newSecret(t)
 	for _, tc := range []struct {
 		name string

@@ -1237,6 +1237,78 @@ func (_c *Orders_SetStock_Call) RunAndReturn(run func(ctx context.Context, sku s
 	return _c
 }
 
+// SetWebhookDisabled provides a mock function for the type Orders
+func (_mock *Orders) SetWebhookDisabled(ctx context.Context, id string, disabled bool) (orders.Webhook, error) {
+	ret := _mock.Called(ctx, id, disabled)
+
+	if len(ret) == 0 {
+		panic("no return value specified for SetWebhookDisabled")
+	}
+
+	var r0 orders.Webhook
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, bool) (orders.Webhook, error)); ok {
+		return returnFunc(ctx, id, disabled)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, bool) orders.Webhook); ok {
+		r0 = returnFunc(ctx, id, disabled)
+	} else {
+		r0 = ret.Get(0).(orders.Webhook)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, bool) error); ok {
+		r1 = returnFunc(ctx, id, disabled)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Orders_SetWebhookDisabled_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'SetWebhookDisabled'
+type Orders_SetWebhookDisabled_Call struct {
+	*mock.Call
+}
+
+// SetWebhookDisabled is a helper method to define mock.On call
+//   - ctx context.Context
+//   - id string
+//   - disabled bool
+func (_e *Orders_Expecter) SetWebhookDisabled(ctx interface{}, id interface{}, disabled interface{}) *Orders_SetWebhookDisabled_Call {
+	return &Orders_SetWebhookDisabled_Call{Call: _e.mock.On("SetWebhookDisabled", ctx, id, disabled)}
+}
+
+func (_c *Orders_SetWebhookDisabled_Call) Run(run func(ctx context.Context, id string, disabled bool)) *Orders_SetWebhookDisabled_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 bool
+		if args[2] != nil {
+			arg2 = args[2].(bool)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+		)
+	})
+	return _c
+}
+
+func (_c *Orders_SetWebhookDisabled_Call) Return(webhook orders.Webhook, err error) *Orders_SetWebhookDisabled_Call {
+	_c.Call.Return(webhook, err)
+	return _c
+}
+
+func (_c *Orders_SetWebhookDisabled_Call) RunAndReturn(run func(ctx context.Context, id string, disabled bool) (orders.Webhook, error)) *Orders_SetWebhookDisabled_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // Stock provides a mock function for the type Orders
 func (_mock *Orders) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 	ret := _mock.Called(ctx, sku)
