@@ -280,6 +280,25 @@ func TestSecuritySuite(t *testing.T) {
 			t.Errorf("alice after the bot: %d %s", status, b)
 		}
 	})
+	t.Run("a webhook cannot be aimed inside", func(t *testing.T) {
+		// Refused on the guard's decision at registration: no packet is sent
+		// to any of these (numbers are read, names looked up in /etc/hosts).
+		for _, u := range []string{"http://127.0.0.1:9/", "http://localhost:9/", "http://[::1]:9/", "http://2130706433/",
+			"http://0x7f000001/", "http://127.1/", "http://0.0.0.0/", "http://10.0.0.1/", "http://192.168.1.1/",
+			"http://169.254.169.254/latest/meta-data/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/"} {
+			status, _, b := as(ctx, t, adminToken, http.MethodPost, c.urls[0]+"/v1/webhooks", `{"url":"`+u+`"}`)
+			if status != http.StatusUnprocessableEntity || problemType(b) != "invalid" || !strings.Contains(string(b), `"field":"url"`) {
+				t.Errorf("webhook to %s: %d %s, want 422 invalid on url", u, status, b)
+			}
+		}
+		var list struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		admin(ctx, t, http.MethodGet, c.urls[1]+"/v1/webhooks?limit=100", "", &list)
+		if len(list.Data) != 0 {
+			t.Errorf("%d webhooks registered after the refusals", len(list.Data))
+		}
+	})
 	t.Run("no secret in any log line", func(t *testing.T) {
 		for i, path := range c.logs {
 			b, err := os.ReadFile(path)
