@@ -126,7 +126,8 @@ func (m *Manager) CreateKey(ctx context.Context, clientID string) (orders.APIKey
 	}
 	now := m.now().UTC().Truncate(time.Millisecond)
 	secret, hash := NewSecret()
-	k := orders.APIKey{ID: newID("key_", now), ClientID: clientID, Secret: secret, Hint: hint(secret), Hash: hash, CreatedAt: now}
+	// The store is given the hash only: the secret leaves in the answer.
+	k := orders.APIKey{ID: newID("key_", now), ClientID: clientID, Hint: hint(secret), Hash: hash, CreatedAt: now}
 	out, err := m.store.CreateKey(ctx, k)
 	if err != nil {
 		return orders.APIKey{}, err
