@@ -224,9 +224,9 @@ func (p *orderPath) ops() []pathOp {
 		// The listings: a page from the start and one after a cursor.
 		{"SKUs(first page)", func(ctx context.Context) error { _, err := p.store.SKUs(ctx, "", 21); return err }},
 		{"SKUs(after a cursor)", func(ctx context.Context) error { _, err := p.store.SKUs(ctx, hotSKU, 21); return err }},
-		{"Orders(newest page)", func(ctx context.Context) error { _, err := p.store.Orders(ctx, "", 21); return err }},
+		{"Orders(newest page)", func(ctx context.Context) error { _, err := p.store.Orders(ctx, "", "", 21); return err }},
 		{"Orders(before a cursor)", func(ctx context.Context) error {
-			_, err := p.store.Orders(ctx, batch.Placed[0].Order.ID, 21)
+			_, err := p.store.Orders(ctx, "", batch.Placed[0].Order.ID, 21)
 			return err
 		}},
 		{"Commit(holds)", func(ctx context.Context) error {
@@ -243,9 +243,9 @@ func (p *orderPath) ops() []pathOp {
 			_, err := p.store.Reservation(ctx, holds.Placed[0].Order.ID)
 			return err
 		}},
-		{"Reservations(newest page)", func(ctx context.Context) error { _, err := p.store.Reservations(ctx, "", 21); return err }},
+		{"Reservations(newest page)", func(ctx context.Context) error { _, err := p.store.Reservations(ctx, "", "", 21); return err }},
 		{"Reservations(before a cursor)", func(ctx context.Context) error {
-			_, err := p.store.Reservations(ctx, holds.Placed[2].Order.ID, 21)
+			_, err := p.store.Reservations(ctx, "", holds.Placed[2].Order.ID, 21)
 			return err
 		}},
 		{"Extend", func(ctx context.Context) error {

@@ -780,7 +780,7 @@ func (s *acceptingStore) Order(_ context.Context, id string) (orders.Order, erro
 
 func (s *acceptingStore) SKUs(context.Context, string, int) ([]orders.Stock, error) { return nil, nil }
 
-func (s *acceptingStore) Orders(context.Context, string, int) ([]orders.Order, error) {
+func (s *acceptingStore) Orders(context.Context, string, string, int) ([]orders.Order, error) {
 	return nil, nil
 }
 
@@ -827,7 +827,7 @@ func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duratio
 }
 
 // Reservations lists one hold.
-func (s *acceptingStore) Reservations(ctx context.Context, _ string, _ int) ([]orders.Reservation, error) {
+func (s *acceptingStore) Reservations(ctx context.Context, _, _ string, _ int) ([]orders.Reservation, error) {
 	r, err := s.Reservation(ctx, "h-listed")
 	return []orders.Reservation{r}, err
 }

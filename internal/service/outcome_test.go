@@ -93,7 +93,7 @@ func wantOutcomeUnknown(t *testing.T, rec *httptest.ResponseRecorder) {
 // ordersIn reads every order directly from the database.
 func (lw *lostWorld) ordersIn(t *testing.T) []orders.Order {
 	t.Helper()
-	all, err := lw.direct.Orders(t.Context(), "", 100)
+	all, err := lw.direct.Orders(t.Context(), "", "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
