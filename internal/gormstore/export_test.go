@@ -13,6 +13,18 @@ import (
 // older schema, fill it, and migrate it the rest of the way.
 var MigrateTo = migrateTo
 
+// MigrationsAfter is how many migrations Migrate applies to a database of
+// schema version.
+func MigrationsAfter(version int) int {
+	n := 0
+	for _, m := range migrations {
+		if m.version > version {
+			n++
+		}
+	}
+	return n
+}
+
 // WithEventsOutsideTransaction returns a store that writes its events outside
 // the writes' transactions (never in the service: see Store.eventsOutside).
 func (s *Store) WithEventsOutsideTransaction() *Store {

@@ -27,6 +27,9 @@ var migrations = []migration{
 	{5, "webhook endpoints and their failed deliveries", migrateV5},
 	{6, "stock events without the unique index on (sku, seq)", migrateV6},
 	{7, "clients and their API keys; orders and holds owned by a client, for a customer", migrateV7},
+	// 8 is the webhooks' (another branch). Versions need not be contiguous:
+	// each one not recorded in schema_migrations runs, in this order.
+	{9, "caps: units held per client and SKU, per customer and SKU; max_per_customer on skus", migrateV9},
 }
 
 // binTables makes MySQL compare SKUs and keys byte for byte, as the other
@@ -171,7 +174,7 @@ func (idempotencyRowV1) TableName() string { return "idempotency_records" }
 // Replicas starting at once serialize on a database lock (an advisory lock on
 // PostgreSQL, GET_LOCK on MySQL, the write lock on SQLite).
 func Migrate(ctx context.Context, db *gorm.DB) (int, error) {
-	return migrateTo(ctx, db, len(migrations))
+	return migrateTo(ctx, db, migrations[len(migrations)-1].version)
 }
 
 // migrateTo applies the migrations up to version (tests start from older ones).
@@ -254,6 +257,31 @@ func migrationLock(conn *gorm.DB) (func(), error) {
 	default:
 		return func() {}, nil
 	}
+}
+
+// migrateV9 adds the counters of I9 and the SKUs' limit per customer (none
+// for every SKU), and counts the counters from the live holds and orders:
+// the units each client holds of each SKU (the admin token's holds, client
+// "", have no cap and no counter), and the units each client's customer has
+// of each SKU in live holds and orders not cancelled. Counted under no cap
+// (max_held, max_units NULL): the next hold or order that adds to a counter
+// writes the cap it was decided under.
+func migrateV9(tx *gorm.DB) error {
+	m := binTables(tx).Migrator()
+	steps := []func() error{
+		func() error { return m.CreateTable(&clientHoldRow{}, &customerUnitsRow{}) },
+		func() error { return m.AddColumn(&skuRow{}, "MaxPerCustomer") },
+		func() error { return tx.Exec("INSERT INTO client_sku_holds (client_id, sku, held) " + heldRecount).Error },
+		func() error {
+			return tx.Exec("INSERT INTO customer_sku_units (sku, client_id, customer, units) " + unitsRecount).Error
+		},
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // holdRowV3 is the reservations table as migration 3 made it.

@@ -183,7 +183,7 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 	hw, fw, gw := create("/healthy", healthy.secret), create("/failing", ""), create("/hanging", "")
 
 	// Three events: a set, two orders.
-	if _, _, err := svc.SetStock(ctx, "W-1", 10); err != nil {
+	if _, _, err := svc.SetStock(ctx, "W-1", orders.StockSet{Available: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -299,7 +299,7 @@ func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
 	}
 	// Five events placed in the feed, then the first three purged, as the
 	// relay's second pass would: the endpoint's cursor is still at 0.
-	if _, _, err := svc.SetStock(ctx, "P-1", 10); err != nil {
+	if _, _, err := svc.SetStock(ctx, "P-1", orders.StockSet{Available: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
