@@ -271,7 +271,9 @@ func migrateV9(tx *gorm.DB) error {
 	steps := []func() error{
 		func() error { return m.CreateTable(&clientHoldRow{}, &customerUnitsRow{}) },
 		func() error { return m.AddColumn(&skuRow{}, "MaxPerCustomer") },
-		func() error { return tx.Exec("INSERT INTO client_sku_holds (client_id, sku, held) " + heldRecount).Error },
+		func() error {
+			return tx.Exec("INSERT INTO client_sku_holds (client_id, sku, held) " + heldRecount).Error
+		},
 		func() error {
 			return tx.Exec("INSERT INTO customer_sku_units (sku, client_id, customer, units) " + unitsRecount).Error
 		},
