@@ -121,7 +121,25 @@ func (s *Service) capRefusal(ctx context.Context, p orders.Placement, err error)
 	if refusal := v.refusal(p); refusal != nil {
 		return refusal
 	}
-	return err
+	// The counters moved since (units came back): the refusal stands, told
+	// with them as they are now, on the first SKU of its kind.
+	var capErr *orders.CapError
+	if !errors.As(err, &capErr) || len(p.Order.Items) == 0 {
+		return err
+	}
+	out := &orders.CapError{Cap: capErr.Cap}
+	for _, it := range p.Order.Items {
+		out.SKU = it.SKU
+		if capErr.Cap == orders.ErrHoldQuotaExceeded {
+			out.Held, out.Limit = v.caps.Held[orders.ClientSKU{ClientID: p.Order.ClientID, SKU: it.SKU}], p.MaxHeld
+			break
+		}
+		if limit, ok := v.caps.MaxPerCustomer[it.SKU]; ok {
+			out.Held, out.Limit = v.caps.Units[orders.CustomerSKU{SKU: it.SKU, ClientID: p.Order.ClientID, Customer: p.Order.Customer}], limit
+			break
+		}
+	}
+	return out
 }
 
 // isCapped says whether err is the refusal of a cap.
