@@ -85,11 +85,6 @@ func CapKeys(p Placement) (held []ClientSKU, units []CustomerSKU) {
 	return held, units
 }
 
-// Capped says whether a placement adds to a counter of the caps.
-func Capped(p Placement) bool {
-	return (p.Hold != nil && p.Order.ClientID != "") || p.Order.Customer != ""
-}
-
 // CapAudit is I9 checked on the counters: OverLimit counts counters above the
 // cap they were last raised under (or below zero); Miscounted, in a deep
 // audit only (-1 otherwise), counters that differ from their recount from the

@@ -231,6 +231,10 @@ func TestCapRefusalIsDecidedAlone(t *testing.T) {
 	if err != nil || st.Held != 3 || st.Sold != 11 || st.Available != 86 {
 		t.Fatalf("A: %+v %v; want 3 held, 11 sold", st, err)
 	}
+	// One transaction under one grant: the four placed share one fence.
+	if f := ledgerFences(t, w.dbURL, "A"); len(f) != 5 || f[1] != f[2] || f[2] != f[3] || f[3] != f[4] {
+		t.Errorf("A's ledger fences %v; want the set's, then the batch's four under one token", f)
+	}
 	if a, err := r.svc.Audit(ctx, true); err != nil || !a.Consistent {
 		t.Fatalf("audit: %+v %v", a, err)
 	}

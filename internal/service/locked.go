@@ -325,7 +325,9 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 		s.setCache(ctx, merged(st.loaded, after), g.Fences())
 		d.answer(ps, rs)
 		return nil
-	case errors.Is(err, orders.ErrIdempotencyConflict): // a key recorded by another request meanwhile: one by one
+	case errors.Is(err, orders.ErrIdempotencyConflict) || isCapped(err):
+		// A key recorded by another request meanwhile, or counters that moved
+		// again under us: one by one, each decided by the database alone.
 		s.deleteCache(ctx, skus)
 		for _, i := range live {
 			rs[i] = s.commitOne(ctx, ps[i], g)
