@@ -39,7 +39,7 @@ func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences
 		}
 		return s.insertBatch(tx, b, fences, events)
 	})
-	return after, unavailable("commit", conflict(err))
+	return after, unavailable("commit", conflict(capped(err)))
 }
 
 // conflict names a duplicate key: an idempotency key recorded by a request that
@@ -176,7 +176,14 @@ const insertRows = 500
 // insertBatch inserts the orders and holds, their lines and ledger entries,
 // and a record for every keyed placement and refusal; events, when not nil,
 // in the ledger's statement.
+//
+// The caps' counters (caps.go) are raised first: on PostgreSQL they join the
+// events in front of the first INSERT.
 func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, events *leading) error {
+	events, err := placedCaps(b.Placed).raise(tx, events)
+	if err != nil {
+		return err
+	}
 	now := s.now()
 	var rows []orderRow
 	var lines []lineRow
@@ -231,10 +238,16 @@ func insertAll(tx *gorm.DB, events *leading, inserts ...func(*leading) (bool, er
 			events = nil
 		}
 	}
-	if events != nil {
-		return exec(tx, events.sql, events.args)
+	return events.alone(tx)
+}
+
+// alone sends the WITH queries of l in a statement of their own (none for a
+// nil l).
+func (l *leading) alone(tx *gorm.DB) error {
+	if l == nil {
+		return nil
 	}
-	return nil
+	return exec(tx, append(append([]byte("WITH "), l.sql...), " SELECT 1"...), l.args)
 }
 
 // inserter inserts rows, led by the given INSERT; false when there were none
@@ -285,10 +298,12 @@ func createAll[T row](tx *gorm.DB, rows []T) error {
 	return createAllAfter(tx, nil, rows)
 }
 
-// leading is an INSERT that rides in front of another one a write makes, as
-// a data-modifying WITH query of its statement, rather than in a round trip of
-// its own (PostgreSQL only): a batch's events. Its bound parameters are
-// numbered from $1, so that the statement it leads numbers on after them.
+// leading is writes that ride in front of an INSERT a write makes, as
+// data-modifying WITH queries of its statement, rather than in round trips of
+// their own (PostgreSQL only): a batch's events, and the changes of the caps'
+// counters (caps.go). sql is the WITH list ("name AS (...), ..."); its bound
+// parameters are numbered from $1, so that the statement it leads numbers on
+// after them.
 type leading struct {
 	sql  []byte
 	args []any
@@ -296,8 +311,23 @@ type leading struct {
 
 // lead builds rows' INSERT to lead another one (insertRows rows at most).
 func lead[T row](rows []T) *leading {
-	b, args := appendInsert(nil, nil, rows, true)
-	return &leading{sql: b, args: args}
+	b := append([]byte(nil), "written_events AS ("...)
+	b, args := appendInsert(b, nil, rows, true)
+	return &leading{sql: append(b, ')'), args: args}
+}
+
+// with adds the WITH query name, built by query from the number of the
+// parameters before its own (its first is $n+1), with its args.
+func (l *leading) with(name string, query func(n int) string, args ...any) *leading {
+	if l == nil {
+		l = &leading{}
+	}
+	if len(l.sql) > 0 {
+		l.sql = append(l.sql, ", "...)
+	}
+	l.sql = append(append(append(append(l.sql, name...), " AS ("...), query(len(l.args))...), ')')
+	l.args = append(l.args, args...)
+	return l
 }
 
 // createAllAfter is createAll with l, when not nil, in its first statement.
@@ -307,7 +337,7 @@ func createAllAfter[T row](tx *gorm.DB, l *leading, rows []T) error {
 		var b []byte
 		var args []any
 		if l != nil {
-			b = append(append(append(b, "WITH written_events AS ("...), l.sql...), ") "...)
+			b = append(append(append(b, "WITH "...), l.sql...), ' ')
 			args = l.args
 			l = nil
 		}
@@ -404,5 +434,5 @@ func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have ma
 		}
 		return placedEvents(placed).write(s, tx, rows)
 	})
-	return unavailable("commit unguarded", conflict(err))
+	return unavailable("commit unguarded", conflict(capped(err)))
 }

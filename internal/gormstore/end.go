@@ -69,6 +69,7 @@ type endings struct {
 	ended []*holdRow // those of holds these endings ended, as they end
 
 	sum      map[string]delta
+	caps     capTally // what the endings give back of the caps' counters
 	events   outbox
 	ledger   []ledgerRow
 	orders   []orderRow
@@ -182,6 +183,9 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 			w.ledger = append(w.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity - n, Kind: kindRelease, HoldID: &row.ID,
 				Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
 		}
+		// Held no more; the customer's units confirmed stay, now ordered.
+		w.caps.addHeld(row.ClientID, l.SKU, l.Quantity)
+		w.caps.addUnits(l.SKU, row.ClientID, row.Customer, l.Quantity-n)
 	}
 	w.end(row, orders.HoldConfirmed, &id)
 	// The order's lines, with no sale in the ledger: available did not change.
@@ -198,7 +202,7 @@ func (w *endings) release(r orders.Release) orders.Ended {
 	if err != nil {
 		return orders.Ended{Err: err}
 	}
-	w.giveBack(lines, kindRelease, orders.EventReservationReleased)
+	w.giveBack(row, lines, kindRelease, orders.EventReservationReleased)
 	w.end(row, orders.HoldReleased, nil)
 	w.record(r.Key, r.Hash, orders.Outcome{ReservationID: r.HoldID})
 	return orders.Ended{Reservation: row.reservation(lines, w.now)}
@@ -220,7 +224,7 @@ func (w *endings) expire(x orders.Expiry) (orders.Ended, error) {
 		if row == nil || row.Status != string(orders.HoldHeld) || row.ExpiresAt.After(w.now) {
 			continue
 		}
-		w.giveBack(w.lines[id], kindExpire, orders.EventReservationExpired)
+		w.giveBack(row, w.lines[id], kindExpire, orders.EventReservationExpired)
 		w.end(row, orders.HoldExpired, nil)
 		n++
 	}
@@ -228,9 +232,12 @@ func (w *endings) expire(x orders.Expiry) (orders.Ended, error) {
 }
 
 // giveBack moves the lines' units from reserved back to available, with a
-// ledger entry and an event per line.
-func (w *endings) giveBack(lines []holdLineRow, kind string, typ orders.EventType) {
+// ledger entry and an event per line, and out of the hold's client's and
+// customer's counters.
+func (w *endings) giveBack(row *holdRow, lines []holdLineRow, kind string, typ orders.EventType) {
 	for i, l := range lines {
+		w.caps.addHeld(row.ClientID, l.SKU, l.Quantity)
+		w.caps.addUnits(l.SKU, row.ClientID, row.Customer, l.Quantity)
 		d := delta{available: l.Quantity, reserved: -l.Quantity}
 		w.add(l.SKU, d)
 		w.events.add(l.SKU, typ, l.Quantity, d, nil, &lines[i].HoldID)
@@ -274,8 +281,12 @@ func (w *endings) write() (map[string]int64, error) {
 	if err := w.endHolds(); err != nil {
 		return nil, err
 	}
+	events, err := w.caps.lower(w.tx, events) // on PostgreSQL, beside the events
+	if err != nil {
+		return nil, err
+	}
 	// The ledger first, led by the events, as in insertBatch.
-	err := insertAll(w.tx, events, inserter(w.tx, w.ledger), inserter(w.tx, w.orders), inserter(w.tx, w.oLines),
+	err = insertAll(w.tx, events, inserter(w.tx, w.ledger), inserter(w.tx, w.orders), inserter(w.tx, w.oLines),
 		inserter(w.tx, w.records))
 	if err != nil || len(skus) == 0 {
 		return nil, err

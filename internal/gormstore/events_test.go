@@ -37,7 +37,7 @@ func testEvents(t *testing.T, kind string) {
 	if _, err := s.Restock(ctx, "A-1", 5, 2); err != nil { // A2 restocked
 		t.Fatal(err)
 	}
-	if _, _, err := s.SetStock(ctx, "B-2", 7, 1); err != nil { // B1 set (created)
+	if _, _, err := s.SetStock(ctx, "B-2", orders.StockSet{Available: 7}, 1); err != nil { // B1 set (created)
 		t.Fatal(err)
 	}
 	if _, err := place(s, order("o1", orders.Item{SKU: "A-1", Quantity: 2}, orders.Item{SKU: "B-2", Quantity: 1}), orders.Fences{"A-1": 3, "B-2": 2}, "k1"); err != nil {
@@ -73,10 +73,10 @@ func testEvents(t *testing.T, kind string) {
 		t.Fatal(err) // A9, B7 cancelled
 	}
 	a, _ := s.Stock(ctx, "A-1")
-	if _, _, err := s.SetStock(ctx, "A-1", a.Available, 9); err != nil {
+	if _, _, err := s.SetStock(ctx, "A-1", orders.StockSet{Available: a.Available}, 9); err != nil {
 		t.Fatal(err) // no change: no event
 	}
-	if _, _, err := s.SetStock(ctx, "B-2", 20, 9); err != nil {
+	if _, _, err := s.SetStock(ctx, "B-2", orders.StockSet{Available: 20}, 9); err != nil {
 		t.Fatal(err) // B8 set
 	}
 

@@ -16,6 +16,18 @@ var MigrateTo = migrateTo
 // LatestMigration is the version of the last migration.
 var LatestMigration = migrations[len(migrations)-1].version
 
+// MigrationsAfter is how many migrations Migrate applies to a database of
+// schema version.
+func MigrationsAfter(version int) int {
+	n := 0
+	for _, m := range migrations {
+		if m.version > version {
+			n++
+		}
+	}
+	return n
+}
+
 // WithEventsOutsideTransaction returns a store that writes its events outside
 // the writes' transactions (never in the service: see Store.eventsOutside).
 func (s *Store) WithEventsOutsideTransaction() *Store {

@@ -28,6 +28,7 @@ var migrations = []migration{
 	{6, "stock events without the unique index on (sku, seq)", migrateV6},
 	{7, "clients and their API keys; orders and holds owned by a client, for a customer", migrateV7},
 	{8, "webhook endpoints: disabled", migrateV8},
+	{9, "caps: units held per client and SKU, per customer and SKU; max_per_customer on skus", migrateV9},
 }
 
 // latest is the highest version of the migrations.
@@ -264,6 +265,33 @@ func migrationLock(conn *gorm.DB) (func(), error) {
 	default:
 		return func() {}, nil
 	}
+}
+
+// migrateV9 adds the counters of I9 and the SKUs' limit per customer (none
+// for every SKU), and counts the counters from the live holds and orders:
+// the units each client holds of each SKU (the admin token's holds, client
+// "", have no cap and no counter), and the units each client's customer has
+// of each SKU in live holds and orders not cancelled. Counted under no cap
+// (max_held, max_units NULL): the next hold or order that adds to a counter
+// writes the cap it was decided under.
+func migrateV9(tx *gorm.DB) error {
+	m := binTables(tx).Migrator()
+	steps := []func() error{
+		func() error { return m.CreateTable(&clientHoldRow{}, &customerUnitsRow{}) },
+		func() error { return m.AddColumn(&skuRow{}, "MaxPerCustomer") },
+		func() error {
+			return tx.Exec("INSERT INTO client_sku_holds (client_id, sku, held) " + heldRecount).Error
+		},
+		func() error {
+			return tx.Exec("INSERT INTO customer_sku_units (sku, client_id, customer, units) " + unitsRecount).Error
+		},
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // holdRowV3 is the reservations table as migration 3 made it.

@@ -14,6 +14,8 @@ type skuRow struct {
 	Fence     int64  `gorm:"column:fence;not null;default:0"`     // the last committed fencing token
 	EventSeq  int64  `gorm:"column:event_seq;not null;default:0"` // the number of the SKU's last event
 	UpdatedAt time.Time
+	// MaxPerCustomer is the most units one customer may have (I9); nil: no limit.
+	MaxPerCustomer *int64 `gorm:"column:max_per_customer"`
 }
 
 func (skuRow) TableName() string { return "skus" }
@@ -145,6 +147,33 @@ type leaderRow struct {
 }
 
 func (leaderRow) TableName() string { return "leader_fences" }
+
+// clientHoldRow counts the units a client holds of a SKU in live holds (I9).
+// MaxHeld is the client's cap when the count was last raised (nil: counted by
+// the migration, under no cap): the CHECK refuses a raise past it, under the
+// row's lock, as skus' refuses available below 0. Every SKU's writes have
+// rows of their own.
+type clientHoldRow struct {
+	ClientID string `gorm:"column:client_id;primaryKey;size:40"`
+	SKU      string `gorm:"column:sku;primaryKey;size:64"`
+	Held     int64  `gorm:"column:held;not null;check:chk_client_sku_holds_held,held >= 0 AND (max_held IS NULL OR held <= max_held)"`
+	MaxHeld  *int64 `gorm:"column:max_held"`
+}
+
+func (clientHoldRow) TableName() string { return "client_sku_holds" }
+
+// customerUnitsRow counts the units a client's customer has of a SKU in live
+// holds and orders not cancelled (I9), under the SKU's max_per_customer when
+// last raised (MaxUnits, nil: none), which its CHECK enforces.
+type customerUnitsRow struct {
+	SKU      string `gorm:"column:sku;primaryKey;size:64"`
+	ClientID string `gorm:"column:client_id;primaryKey;size:40"`
+	Customer string `gorm:"column:customer;primaryKey;size:128"`
+	Units    int64  `gorm:"column:units;not null;check:chk_customer_sku_units_units,units >= 0 AND (max_units IS NULL OR units <= max_units)"`
+	MaxUnits *int64 `gorm:"column:max_units"`
+}
+
+func (customerUnitsRow) TableName() string { return "customer_sku_units" }
 
 // Ledger kinds.
 const (

@@ -218,7 +218,7 @@ func (p *orderPath) ops() []pathOp {
 		}},
 		{"Restock", func(ctx context.Context) error { _, err := p.store.Restock(ctx, hotSKU, 5, p.nextFence()); return err }},
 		{"SetStock", func(ctx context.Context) error {
-			_, _, err := p.store.SetStock(ctx, hotSKU, 1_000_000, p.nextFence())
+			_, _, err := p.store.SetStock(ctx, hotSKU, orders.StockSet{Available: 1_000_000}, p.nextFence())
 			return err
 		}},
 		// The listings: a page from the start and one after a cursor.

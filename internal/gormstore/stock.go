@@ -34,6 +34,11 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 		if err := tx.Where("order_id = ?", id).Order("sku").Find(&lines).Error; err != nil {
 			return err
 		}
+		var row orderRow // its client and customer, whose units come back (I9)
+		if err := tx.Select("client_id", "customer").Where("id = ?", id).Take(&row).Error; err != nil {
+			return err
+		}
+		var caps capTally
 		skus := make([]string, len(lines))
 		var events outbox
 		returned := map[string]skuRow{}
@@ -44,6 +49,7 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 				return err
 			}
 			events.add(l.SKU, orders.EventOrderCancelled, l.Quantity, d, &id, nil)
+			caps.addUnits(l.SKU, row.ClientID, row.Customer, l.Quantity)
 			entry := ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kindCancel, OrderID: &id, Fence: fences[l.SKU], CreatedAt: at.UTC()}
 			if err := tx.Create(&entry).Error; err != nil {
 				return err
@@ -55,6 +61,13 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 		}
 		after = availableOf(rows)
 		if err := events.write(s, tx, rows); err != nil {
+			return err
+		}
+		l, err := caps.lower(tx, nil)
+		if err == nil {
+			err = l.alone(tx) // on PostgreSQL, the WITH queries lower returned
+		}
+		if err != nil {
 			return err
 		}
 		// Read in the transaction: a read after the commit that failed would
@@ -121,10 +134,13 @@ func stockAfter(s *Store, tx *gorm.DB, sku string, events *outbox) (orders.Stock
 	return row.stock(), events.write(s, tx, rows)
 }
 
-// SetStock sets a SKU's available units to available, creating the SKU if it
-// is new, fenced like Restock; the ledger records the difference as a restock
-// (negative when it lowers the stock). It returns whether the SKU was created.
-func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64) (orders.Stock, bool, error) {
+// SetStock sets a SKU's available units to set.Available, creating the SKU if
+// it is new, fenced like Restock; the ledger records the difference as a
+// restock (negative when it lowers the stock). set.MaxPerCustomer, when not
+// nil, sets the SKU's limit per customer (0 removes it), in the same
+// transaction. It returns whether the SKU was created.
+func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, fence int64) (orders.Stock, bool, error) {
+	available := set.Available
 	created := false
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
@@ -150,6 +166,17 @@ func (s *Store) SetStock(ctx context.Context, sku string, available, fence int64
 		if available != row.Available || created {
 			err = tx.Create(&ledgerRow{SKU: sku, Delta: available - row.Available, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error
 			if err != nil {
+				return err
+			}
+		}
+		if m := set.MaxPerCustomer; m != nil {
+			// Under the SKU's row lock, which the shift or the insert above
+			// took: the next raise of a customer's units reads it.
+			var limit *int64
+			if *m > 0 {
+				limit = m
+			}
+			if err := tx.Model(&skuRow{}).Where("sku = ?", sku).Update("max_per_customer", limit).Error; err != nil {
 				return err
 			}
 		}

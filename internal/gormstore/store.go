@@ -70,7 +70,8 @@ func unavailable(op string, err error) error {
 	}
 	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
 		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict, orders.ErrInvalid,
-		orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed} {
+		orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed, orders.ErrHoldQuotaExceeded,
+		orders.ErrCustomerLimitExceeded} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -160,7 +161,8 @@ func (s *Store) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 }
 
 func (r skuRow) stock() orders.Stock {
-	return orders.Stock{SKU: r.SKU, Available: r.Available, Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked}
+	return orders.Stock{SKU: r.SKU, Available: r.Available, Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked,
+		MaxPerCustomer: r.MaxPerCustomer}
 }
 
 // Stocks returns every SKU's counters, sorted by SKU.
@@ -241,7 +243,11 @@ func (s *Store) Audit(ctx context.Context, deep bool, grace time.Duration) (orde
 		if err != nil {
 			return err
 		}
-		a = orders.NewAudit(st, rc).WithHolds(h)
+		c, err := capAudit(tx, deep)
+		if err != nil {
+			return err
+		}
+		a = orders.NewAudit(st, rc).WithHolds(h).WithCaps(c)
 		return nil
 	}, opts)
 	return a, unavailable("audit", err)

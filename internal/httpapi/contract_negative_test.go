@@ -810,7 +810,7 @@ func (s *acceptingStore) RestockOnce(_ context.Context, sku string, _, _ int64, 
 	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, nil
 }
 
-func (s *acceptingStore) SetStock(_ context.Context, sku string, _, _ int64) (orders.Stock, bool, error) {
+func (s *acceptingStore) SetStock(_ context.Context, sku string, _ orders.StockSet, _ int64) (orders.Stock, bool, error) {
 	s.writes.Add(1)
 	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, false, nil
 }

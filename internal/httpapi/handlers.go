@@ -182,6 +182,9 @@ func (s *server) restock(c *gin.Context) {
 
 type setStockRequest struct {
 	Available *number `json:"available"`
+	// MaxPerCustomer: absent keeps the SKU's limit, 0 removes it, 1 to
+	// orders.MaxPerCustomer sets it.
+	MaxPerCustomer *number `json:"max_per_customer"`
 }
 
 func (s *server) setStock(c *gin.Context) {
@@ -196,7 +199,15 @@ func (s *server) setStock(c *gin.Context) {
 			available = v
 		}
 	}
-	st, created, err := s.orders.SetStock(c.Request.Context(), c.Param("sku"), available)
+	set := orders.StockSet{Available: available}
+	if req.MaxPerCustomer != nil {
+		limit := int64(-1) // not an integer in range: refused by validation
+		if v, err := strconv.ParseInt(string(*req.MaxPerCustomer), 10, 64); err == nil && v >= 0 && v <= orders.MaxPerCustomer {
+			limit = v
+		}
+		set.MaxPerCustomer = &limit
+	}
+	st, created, err := s.orders.SetStock(c.Request.Context(), c.Param("sku"), set)
 	s.stocked(c, st, created, err)
 }
 

@@ -47,6 +47,8 @@ var statuses = []struct {
 	{orders.ErrUnknownSKU, http.StatusUnprocessableEntity, "unknown-sku", "Unknown SKU"},
 	{orders.ErrNotFound, http.StatusNotFound, "not-found", "Not found"},
 	{orders.ErrInsufficientStock, http.StatusConflict, "insufficient-stock", "Insufficient stock"},
+	{orders.ErrHoldQuotaExceeded, http.StatusConflict, "hold-quota-exceeded", "The client holds as many units of this SKU as it may"},
+	{orders.ErrCustomerLimitExceeded, http.StatusConflict, "customer-limit-exceeded", "The customer has as many units of this SKU as it may"},
 	{orders.ErrAlreadyCancelled, http.StatusConflict, "already-cancelled", "Order already cancelled"},
 	{orders.ErrHoldExpired, http.StatusGone, "reservation-expired", "Reservation expired"},
 	{orders.ErrHoldReleased, http.StatusConflict, "reservation-released", "Reservation released"},
@@ -115,6 +117,12 @@ func (s *server) problem(c *gin.Context, err error) {
 	if errors.As(err, &unknown) {
 		p.SKUs = unknown.SKUs
 		p.Detail = "no such SKU: " + strings.Join(unknown.SKUs, ", ")
+	}
+	var capped *orders.CapError
+	if errors.As(err, &capped) {
+		if capped.SKU != "" {
+			p.SKUs, p.Held, p.Limit = []string{capped.SKU}, &capped.Held, &capped.Limit
+		}
 	}
 	var scope *orders.MissingScopeError
 	if errors.As(err, &scope) {

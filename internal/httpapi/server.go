@@ -24,7 +24,7 @@ type Orders interface {
 	Cancel(ctx context.Context, id string) (orders.Order, error)
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
 	RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error)
-	SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error)
+	SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error)
 	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
 	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)
 	Audit(ctx context.Context, deep bool) (orders.Audit, error)

@@ -72,6 +72,17 @@ type Stock struct {
 	Held      int64  `json:"reserved"`
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
+	// MaxPerCustomer is the most units of the SKU one customer of a client
+	// may have in live holds and orders (I9); nil: no limit.
+	MaxPerCustomer *int64 `json:"max_per_customer,omitempty"`
+}
+
+// StockSet is a set of a SKU's stock (PUT /v1/skus/{sku}): its available
+// units, and its limit per customer: nil keeps it, 0 removes it, 1 to
+// MaxPerCustomer sets it.
+type StockSet struct {
+	Available      int64
+	MaxPerCustomer *int64
 }
 
 // Stocked is the answer to a restock or a set: the SKU's counters after it,
@@ -97,6 +108,7 @@ type Audit struct {
 	SKUs       []SKUAudit `json:"skus"`
 	Oversold   int64      `json:"oversold"`
 	Holds      *HoldAudit `json:"holds,omitempty"`
+	Caps       *CapAudit  `json:"caps,omitempty"`
 	Consistent bool       `json:"consistent"`
 	Deep       bool       `json:"deep,omitempty"`
 }
@@ -156,13 +168,15 @@ const NoFence int64 = 0
 // idempotency key and request hash; for a refusal, Short names the SKUs that
 // were short. A hold (Hold set) is an order whose units go to reserved rather
 // than sold: Order carries its id, items and creation time, and the store sets
-// Hold.ExpiresAt when it commits it.
+// Hold.ExpiresAt when it commits it. MaxHeld is the cap of a hold's client
+// (Order.ClientID set) on the units it holds of each SKU (I9).
 type Placement struct {
-	Order Order
-	Hold  *Hold
-	Key   string
-	Hash  string
-	Short []string
+	Order   Order
+	Hold    *Hold
+	Key     string
+	Hash    string
+	Short   []string
+	MaxHeld int64
 }
 
 // Keyed returns the placement's idempotency key and request hash.

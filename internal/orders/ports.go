@@ -18,7 +18,13 @@ type Store interface {
 	// keyed placement and refusal. It returns the available stock after. It fails
 	// with an *InsufficientStockError when a total is short, a *StaleFenceError,
 	// and ErrIdempotencyConflict when one of the keys was recorded meanwhile.
+	// It adds each hold's units to its client's counter and each placement's
+	// to its customer's (I9), guarded: a counter taken past its cap fails it
+	// with a *CapError (whose SKU the database may not tell: empty then).
 	Commit(ctx context.Context, b Batch, fences Fences) (map[string]int64, error)
+	// Caps reads the counters of I9 named, and the limits per customer of
+	// their SKUs, in one statement.
+	Caps(ctx context.Context, held []ClientSKU, units []CustomerSKU) (Caps, error)
 	// CommitUnguarded is the unsafe strategy's broken write: it sets each SKU's
 	// available stock to have minus the order, whatever it is now, and writes the
 	// order and its record like Commit.
@@ -39,9 +45,10 @@ type Store interface {
 	// ErrIdempotencyConflict.
 	RestockOnce(ctx context.Context, sku string, quantity, fence int64, k Keyed) (Stock, error)
 	// SetStock sets a SKU's available units, creating it if new (then true),
-	// fenced; the ledger records the difference. It returns the counters after,
-	// read in the same transaction.
-	SetStock(ctx context.Context, sku string, available, fence int64) (Stock, bool, error)
+	// and its limit per customer (see StockSet), fenced; the ledger records
+	// the difference. It returns the counters after, read in the same
+	// transaction.
+	SetStock(ctx context.Context, sku string, set StockSet, fence int64) (Stock, bool, error)
 	Order(ctx context.Context, id string) (Order, error)
 	// SKUs lists SKUs after the SKU after, in SKU order; Orders lists orders
 	// before the order id before, newest first, of the client owner (every
@@ -79,8 +86,10 @@ type Store interface {
 	Expired(ctx context.Context, limit int) ([]Reservation, error)
 	// Audit checks I1 on every SKU's counters (and, when deep, against their
 	// recount from the history), I6 on the holds (held past their expiry plus
-	// grace, on the database's clock) and, when deep, I7 (stray orders of
-	// holds), all read on one snapshot.
+	// grace, on the database's clock), I9 on the caps' counters (never past
+	// their cap; when deep, equal to their recount from the live holds and
+	// orders) and, when deep, I7 (stray orders of holds), all read on one
+	// snapshot.
 	Audit(ctx context.Context, deep bool, grace time.Duration) (Audit, error)
 }
 

@@ -116,6 +116,9 @@ func (u unsafeRMW) place(ctx context.Context, p orders.Placement) result {
 		return result{err: context.Cause(ctx)}
 	}
 	err = s.store.CommitUnguarded(ctx, p, have)
+	if isCapped(err) { // the caps' counters are guarded by the database, even here
+		return result{err: s.capRefusal(ctx, p, err)}
+	}
 	if errors.Is(err, orders.ErrIdempotencyConflict) {
 		if r, done := s.recorded(ctx, p.Keyed()); done {
 			return r

@@ -58,7 +58,7 @@ func TestSetStock(t *testing.T) {
 		ctx := context.Background()
 		w := newWorld(t, kind)
 		r := w.replica(t, nil)
-		st, created, err := r.svc.SetStock(ctx, "S-1", 10)
+		st, created, err := r.svc.SetStock(ctx, "S-1", orders.StockSet{Available: 10})
 		if err != nil || !created || st.Available != 10 || st.Stocked != 10 {
 			t.Fatalf("first set: %+v created=%v %v, want 10 available, created", st, created, err)
 		}
@@ -66,7 +66,7 @@ func TestSetStock(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []int64{2, 40, 40, 0} {
-			st, created, err = r.svc.SetStock(ctx, "S-1", want)
+			st, created, err = r.svc.SetStock(ctx, "S-1", orders.StockSet{Available: want})
 			if err != nil || created || st.Available != want || st.Sold != 3 || st.Stocked != want+3 {
 				t.Fatalf("set to %d: %+v created=%v %v, want available %d, sold 3, stocked %d", want, st, created, err, want, want+3)
 			}
@@ -79,7 +79,7 @@ func TestSetStock(t *testing.T) {
 			t.Fatalf("deep audit: %+v %v", a, err)
 		}
 		for _, bad := range []int64{-1, orders.MaxRestock + 1} {
-			if _, _, err := r.svc.SetStock(ctx, "S-1", bad); !errors.Is(err, orders.ErrInvalid) {
+			if _, _, err := r.svc.SetStock(ctx, "S-1", orders.StockSet{Available: bad}); !errors.Is(err, orders.ErrInvalid) {
 				t.Errorf("set to %d: %v, want invalid", bad, err)
 			}
 		}
@@ -105,7 +105,7 @@ func TestListings(t *testing.T) {
 		for i := range 7 {
 			sku := fmt.Sprintf("L-%d", i)
 			skus = append(skus, sku)
-			if _, _, err := r.svc.SetStock(ctx, sku, 100); err != nil {
+			if _, _, err := r.svc.SetStock(ctx, sku, orders.StockSet{Available: 100}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -185,7 +185,7 @@ func TestSweeperLeaderAudits(t *testing.T) {
 	r.deps.Leader = w.locker(t)
 	r.svc = service.New(service.Config{SweepInterval: w.sweep, AuditInterval: 20 * time.Millisecond}, r.deps,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
-	if _, _, err := r.svc.SetStock(ctx, "AU-1", 5); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "AU-1", orders.StockSet{Available: 5}); err != nil {
 		t.Fatal(err)
 	}
 	sctx, stop := context.WithCancel(ctx)

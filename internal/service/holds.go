@@ -37,7 +37,7 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	ttl := orDefault(req.TTL, orders.DefaultHoldTTL)
 	now := s.now()
 	h := &orders.Hold{TTL: ttl}
-	p := orders.Placement{
+	p := orders.Placement{MaxHeld: orders.CallerOf(ctx).MaxUnitsHeldPerSKU,
 		Order: orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond),
 			ClientID: orders.CallerOf(ctx).ClientID, Customer: req.Customer},
 		Hold: h, Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf(withCustomer([]string{"hold", ttl.String(), hashOf(itemParts(items)...)}, req.Customer)...),

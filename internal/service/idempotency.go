@@ -196,6 +196,8 @@ func (s *Service) commitOne(ctx context.Context, p orders.Placement, g orders.Gr
 		return result{placed: &p.Order}
 	case errors.As(err, &short):
 		return s.refuse(ctx, p, short)
+	case isCapped(err): // not recorded: a retry is decided anew
+		return result{err: s.capRefusal(ctx, p, err)}
 	case errors.Is(err, orders.ErrIdempotencyConflict):
 		if r, done := s.recorded(ctx, p.Keyed()); done {
 			return r

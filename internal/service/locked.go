@@ -287,19 +287,37 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 	if err != nil {
 		return err
 	}
-	d := decide(ps, live, st.available)
+	caps, err := s.readCaps(ctx, ps, live) // I9: from the database, under the locks
+	if err != nil {
+		return err
+	}
+	d := decide(ps, live, st.available, caps)
 	if len(d.short) > 0 && !st.fromDB {
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
-		d = decide(ps, live, st.available)
+		d = decide(ps, live, st.available, caps)
 	}
 	after, err := s.commit(ctx, ps, d, g)
 	if errors.Is(err, orders.ErrInsufficientStock) && !st.fromDB { // the cache was wrong
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
-		d = decide(ps, live, st.available)
+		d = decide(ps, live, st.available, caps)
+		after, err = s.commit(ctx, ps, d, g)
+	}
+	if isCapped(err) {
+		// The database refused a counter past its cap that the counters read
+		// under the locks allowed: someone wrote them without our locks (a
+		// lease lost, a strategy without locks). Decide again on both read
+		// anew, once.
+		if caps, err = s.readCaps(ctx, ps, live); err != nil {
+			return err
+		}
+		if err := s.reload(ctx, &st); err != nil {
+			return err
+		}
+		d = decide(ps, live, st.available, caps)
 		after, err = s.commit(ctx, ps, d, g)
 	}
 	switch {
@@ -307,7 +325,9 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 		s.setCache(ctx, merged(st.loaded, after), g.Fences())
 		d.answer(ps, rs)
 		return nil
-	case errors.Is(err, orders.ErrIdempotencyConflict): // a key recorded by another request meanwhile: one by one
+	case errors.Is(err, orders.ErrIdempotencyConflict) || isCapped(err):
+		// A key recorded by another request meanwhile, or counters that moved
+		// again under us: one by one, each decided by the database alone.
 		s.deleteCache(ctx, skus)
 		for _, i := range live {
 			rs[i] = s.commitOne(ctx, ps[i], g)
@@ -318,21 +338,35 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 	return err
 }
 
-// decision is which placements of a batch go through, and what the others lacked.
+// decision is which placements of a batch go through, and what the others
+// lacked: stock (short), or room under a cap (capped).
 type decision struct {
 	placed []int
 	short  map[int]*orders.InsufficientStockError
+	capped map[int]*orders.CapError
 }
 
-// decide takes the live placements in arrival order against available.
-func decide(ps []orders.Placement, live []int, available map[string]int64) decision {
+// decide takes the live placements in arrival order against available and,
+// when caps is not nil, the caps' counters (I9): a placement that would take
+// its caller past a cap is refused first, whatever the stock, and takes
+// nothing.
+func decide(ps []orders.Placement, live []int, available map[string]int64, caps *capView) decision {
 	left := make(map[string]int64, len(available))
 	for k, v := range available {
 		left[k] = v
 	}
-	d := decision{short: map[int]*orders.InsufficientStockError{}}
+	var counted *capView // a copy, so that a decision taken again starts from the counters read
+	if caps != nil {
+		counted = &capView{caps: orders.Caps{Held: maps.Clone(caps.caps.Held), Units: maps.Clone(caps.caps.Units),
+			MaxPerCustomer: caps.caps.MaxPerCustomer}, maxHeld: caps.maxHeld}
+	}
+	d := decision{short: map[int]*orders.InsufficientStockError{}, capped: map[int]*orders.CapError{}}
 	for _, i := range live {
 		items := ps[i].Order.Items
+		if refusal := counted.refusal(ps[i]); refusal != nil {
+			d.capped[i] = refusal
+			continue
+		}
 		if short := orders.Shortage(items, left); short != nil {
 			d.short[i] = short
 			continue
@@ -340,6 +374,7 @@ func decide(ps []orders.Placement, live []int, available map[string]int64) decis
 		for _, it := range items {
 			left[it.SKU] -= int64(it.Quantity)
 		}
+		counted.take(ps[i])
 		d.placed = append(d.placed, i)
 	}
 	return d
@@ -351,6 +386,11 @@ func (d decision) answer(ps []orders.Placement, rs []result) {
 	}
 	for i, short := range d.short {
 		rs[i] = result{err: short}
+	}
+	// A cap's refusal is not recorded under the key: a retry is decided anew,
+	// once units have come back.
+	for i, refusal := range d.capped {
+		rs[i] = result{err: refusal}
 	}
 }
 

@@ -18,6 +18,7 @@ func TestRefusalReasonsAreReasons(t *testing.T) {
 		orders.ErrBusy, orders.ErrStaleFence, orders.ErrLeaseLost, orders.ErrUnavailable, orders.ErrOverloaded,
 		orders.ErrUnknownSKU, orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed, orders.ErrStaleLeader,
 		&orders.InsufficientStockError{SKUs: []string{"A-1"}}, &orders.UnknownSKUError{SKUs: []string{"A-1"}},
+		&orders.CapError{Cap: orders.ErrHoldQuotaExceeded, SKU: "A-1"}, &orders.CapError{Cap: orders.ErrCustomerLimitExceeded, SKU: "A-1"},
 		orders.Unavailable("redis", errors.New("connection refused")),
 		orders.Unavailable("database", fmt.Errorf("commit: %w: %w", orders.ErrOutcomeUnknown, errors.New("conn closed"))),
 		fmt.Errorf("wrapped: %w", orders.ErrBusy), errors.New("a bug"),

@@ -363,13 +363,24 @@ func (s *Service) replayRestock(ctx context.Context, sku string, r result) (orde
 }
 
 // SetStock sets a SKU's available units to an absolute value, creating the SKU
-// if it is new (then true), under its lock and fence like Restock.
-func (s *Service) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error) {
-	if err := validStocking(sku, "available", available, 0); err != nil {
+// if it is new (then true), and its limit per customer (nil keeps it, 0
+// removes it), under its lock and fence like Restock.
+func (s *Service) SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error) {
+	err := validStocking(sku, "available", set.Available, 0)
+	if m := set.MaxPerCustomer; m != nil && (*m < 0 || *m > orders.MaxPerCustomer) {
+		field := orders.FieldError{Field: "max_per_customer", Message: fmt.Sprintf("must be between 1 and %d, or 0 for no limit", orders.MaxPerCustomer)}
+		var v *orders.ValidationError
+		if errors.As(err, &v) {
+			v.Fields = append(v.Fields, field)
+		} else {
+			err = &orders.ValidationError{Fields: []orders.FieldError{field}}
+		}
+	}
+	if err != nil {
 		return orders.Stock{}, false, err
 	}
 	return s.stocking(ctx, sku, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
-		return s.store.SetStock(ctx, sku, available, fence)
+		return s.store.SetStock(ctx, sku, set, fence)
 	})
 }
 
@@ -562,6 +573,10 @@ func reason(err error) string {
 		return "lease_lost"
 	case errors.Is(err, orders.ErrUnknownSKU):
 		return "unknown_sku"
+	case errors.Is(err, orders.ErrHoldQuotaExceeded):
+		return "hold_quota_exceeded"
+	case errors.Is(err, orders.ErrCustomerLimitExceeded):
+		return "customer_limit_exceeded"
 	case errors.Is(err, orders.ErrUnavailable):
 		return "unavailable"
 	default:

@@ -188,7 +188,7 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 	hw, fw, gw := create("/healthy", healthy.secret), create("/failing", ""), create("/hanging", "")
 
 	// Three events: a set, two orders.
-	if _, _, err := svc.SetStock(ctx, "W-1", 10); err != nil {
+	if _, _, err := svc.SetStock(ctx, "W-1", orders.StockSet{Available: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -304,7 +304,7 @@ func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
 	}
 	// Five events placed in the feed, then the first three purged, as the
 	// relay's second pass would: the endpoint's cursor is still at 0.
-	if _, _, err := svc.SetStock(ctx, "P-1", 10); err != nil {
+	if _, _, err := svc.SetStock(ctx, "P-1", orders.StockSet{Available: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -414,7 +414,7 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := relay.SetStock(ctx, "S-1", 5); err != nil {
+	if _, _, err := relay.SetStock(ctx, "S-1", orders.StockSet{Available: 5}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)
@@ -445,7 +445,7 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := allowed.SetStock(ctx, "S-1", 6); err != nil {
+	if _, _, err := allowed.SetStock(ctx, "S-1", orders.StockSet{Available: 6}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop = context.WithCancel(ctx)
@@ -493,7 +493,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.SetStock(ctx, "G-1", 5); err != nil {
+	if _, _, err := svc.SetStock(ctx, "G-1", orders.StockSet{Available: 5}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)
@@ -519,7 +519,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.SetStock(ctx, "G-1", 6); err != nil {
+	if _, _, err := svc.SetStock(ctx, "G-1", orders.StockSet{Available: 6}); err != nil {
 		t.Fatal(err)
 	}
 	if id := <-witness.ids; id != "evt_2" {
@@ -568,7 +568,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	cctx, stopClocked := context.WithCancel(ctx)
 	defer stopClocked()
 	wg.Go(func() { clocked.RunRelay(cctx) })
-	if _, _, err := clocked.SetStock(ctx, "G-1", 7); err != nil {
+	if _, _, err := clocked.SetStock(ctx, "G-1", orders.StockSet{Available: 7}); err != nil {
 		t.Fatal(err)
 	}
 	select {

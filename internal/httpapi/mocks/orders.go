@@ -1160,8 +1160,8 @@ func (_c *Orders_SKUs_Call) RunAndReturn(run func(ctx context.Context, after str
 }
 
 // SetStock provides a mock function for the type Orders
-func (_mock *Orders) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, bool, error) {
-	ret := _mock.Called(ctx, sku, available)
+func (_mock *Orders) SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error) {
+	ret := _mock.Called(ctx, sku, set)
 
 	if len(ret) == 0 {
 		panic("no return value specified for SetStock")
@@ -1170,21 +1170,21 @@ func (_mock *Orders) SetStock(ctx context.Context, sku string, available int64) 
 	var r0 orders.Stock
 	var r1 bool
 	var r2 error
-	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) (orders.Stock, bool, error)); ok {
-		return returnFunc(ctx, sku, available)
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, orders.StockSet) (orders.Stock, bool, error)); ok {
+		return returnFunc(ctx, sku, set)
 	}
-	if returnFunc, ok := ret.Get(0).(func(context.Context, string, int64) orders.Stock); ok {
-		r0 = returnFunc(ctx, sku, available)
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, orders.StockSet) orders.Stock); ok {
+		r0 = returnFunc(ctx, sku, set)
 	} else {
 		r0 = ret.Get(0).(orders.Stock)
 	}
-	if returnFunc, ok := ret.Get(1).(func(context.Context, string, int64) bool); ok {
-		r1 = returnFunc(ctx, sku, available)
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, orders.StockSet) bool); ok {
+		r1 = returnFunc(ctx, sku, set)
 	} else {
 		r1 = ret.Get(1).(bool)
 	}
-	if returnFunc, ok := ret.Get(2).(func(context.Context, string, int64) error); ok {
-		r2 = returnFunc(ctx, sku, available)
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, orders.StockSet) error); ok {
+		r2 = returnFunc(ctx, sku, set)
 	} else {
 		r2 = ret.Error(2)
 	}
@@ -1199,12 +1199,12 @@ type Orders_SetStock_Call struct {
 // SetStock is a helper method to define mock.On call
 //   - ctx context.Context
 //   - sku string
-//   - available int64
-func (_e *Orders_Expecter) SetStock(ctx interface{}, sku interface{}, available interface{}) *Orders_SetStock_Call {
-	return &Orders_SetStock_Call{Call: _e.mock.On("SetStock", ctx, sku, available)}
+//   - set orders.StockSet
+func (_e *Orders_Expecter) SetStock(ctx interface{}, sku interface{}, set interface{}) *Orders_SetStock_Call {
+	return &Orders_SetStock_Call{Call: _e.mock.On("SetStock", ctx, sku, set)}
 }
 
-func (_c *Orders_SetStock_Call) Run(run func(ctx context.Context, sku string, available int64)) *Orders_SetStock_Call {
+func (_c *Orders_SetStock_Call) Run(run func(ctx context.Context, sku string, set orders.StockSet)) *Orders_SetStock_Call {
 	_c.Call.Run(func(args mock.Arguments) {
 		var arg0 context.Context
 		if args[0] != nil {
@@ -1214,9 +1214,9 @@ func (_c *Orders_SetStock_Call) Run(run func(ctx context.Context, sku string, av
 		if args[1] != nil {
 			arg1 = args[1].(string)
 		}
-		var arg2 int64
+		var arg2 orders.StockSet
 		if args[2] != nil {
-			arg2 = args[2].(int64)
+			arg2 = args[2].(orders.StockSet)
 		}
 		run(
 			arg0,
@@ -1232,7 +1232,7 @@ func (_c *Orders_SetStock_Call) Return(stock orders.Stock, b bool, err error) *O
 	return _c
 }
 
-func (_c *Orders_SetStock_Call) RunAndReturn(run func(ctx context.Context, sku string, available int64) (orders.Stock, bool, error)) *Orders_SetStock_Call {
+func (_c *Orders_SetStock_Call) RunAndReturn(run func(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error)) *Orders_SetStock_Call {
 	_c.Call.Return(run)
 	return _c
 }
