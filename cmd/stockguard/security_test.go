@@ -280,6 +280,42 @@ func TestSecuritySuite(t *testing.T) {
 			t.Errorf("alice after the bot: %d %s", status, b)
 		}
 	})
+	t.Run("60 concurrent holds over three replicas take the client's cap, no more", func(t *testing.T) {
+		const hoarderCap = 10
+		hoarder := makeClient(ctx, t, c.urls[0], "hoarder", shop, fmt.Sprintf(`,"max_units_held_per_sku":%d`, hoarderCap))
+		drop := sku + "-DROP"
+		admin(ctx, t, http.MethodPut, c.urls[0]+"/v1/skus/"+drop, `{"available":1000}`, nil)
+		statuses := raceAll(ctx, t, c.urls, 60, func(i int) (string, string, string) {
+			return hoarder.Secret, "/v1/reservations", `{"items":[{"sku":"` + drop + `","quantity":1}],"ttl":"1h"}`
+		}, "hold-quota-exceeded")
+		if statuses[http.StatusCreated] != hoarderCap || statuses[http.StatusConflict] != 60-hoarderCap {
+			t.Errorf("60 holds at a cap of %d: %v", hoarderCap, statuses)
+		}
+		var st orders.Stock
+		admin(ctx, t, http.MethodGet, c.urls[1]+"/v1/skus/"+drop, "", &st)
+		if st.Held != hoarderCap || st.Available != 1000-hoarderCap {
+			t.Errorf("after the race: %+v, want %d reserved", st, hoarderCap)
+		}
+	})
+	t.Run("a customer's units of a limited drop never pass its limit", func(t *testing.T) {
+		drop := sku + "-LIMIT2"
+		admin(ctx, t, http.MethodPut, c.urls[0]+"/v1/skus/"+drop, `{"available":1000,"max_per_customer":2}`, nil)
+		statuses := raceAll(ctx, t, c.urls, 30, func(i int) (string, string, string) {
+			path := "/v1/orders"
+			if i%2 == 1 {
+				path = "/v1/reservations"
+			}
+			return alice.Secret, path, `{"items":[{"sku":"` + drop + `","quantity":1}],"customer":"bob"}`
+		}, "customer-limit-exceeded")
+		if statuses[http.StatusCreated] != 2 {
+			t.Errorf("30 one-unit orders and holds for one customer at a limit of 2: %v", statuses)
+		}
+		// Another client's "bob" is another shopper.
+		if status, _, b := as(ctx, t, mallory.Secret, http.MethodPost, c.urls[2]+"/v1/orders",
+			`{"items":[{"sku":"`+drop+`","quantity":2}],"customer":"bob"}`); status != http.StatusCreated {
+			t.Errorf("mallory's bob: %d %s", status, b)
+		}
+	})
 	t.Run("a webhook cannot be aimed inside", func(t *testing.T) {
 		// Refused on the guard's decision at registration: no packet is sent
 		// to any of these (numbers are read, names looked up in /etc/hosts).
@@ -338,4 +374,37 @@ func TestFailedAuthLimited(t *testing.T) {
 	if status, _, b := as(ctx, t, adminToken, http.MethodGet, c.urls[0]+"/v1/skus", ""); status != http.StatusOK {
 		t.Errorf("the admin token from the same address: %d %s", status, b)
 	}
+}
+
+// raceAll sends n requests at once, spread over the replicas, each as req(i)
+// says (secret, path, body), and counts the answers by status; a 409 must be
+// the problem refusal with held and limit.
+func raceAll(ctx context.Context, t *testing.T, urls []string, n int, req func(i int) (string, string, string), refusal string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			secret, path, body := req(i)
+			<-start
+			status, _, b := as(ctx, t, secret, http.MethodPost, urls[i%len(urls)]+path, body)
+			if status == http.StatusConflict {
+				var p struct {
+					Held, Limit *int64
+				}
+				_ = json.Unmarshal(b, &p)
+				if problemType(b) != refusal || p.Held == nil || p.Limit == nil || *p.Held > *p.Limit {
+					t.Errorf("409 %s, want %s with held <= limit", b, refusal)
+				}
+			}
+			mu.Lock()
+			statuses[status]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return statuses
 }
