@@ -50,7 +50,9 @@ func makeClient(ctx context.Context, t *testing.T, url, name string, scopes []or
 	return secClient{ID: c.ID, Secret: k.Secret, KeyID: k.ID}
 }
 
-func bearer(secret string) map[string]string { return map[string]string{"Authorization": "Bearer " + secret} }
+func bearer(secret string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + secret}
+}
 
 // as sends a request with the key's secret (or none: "") and returns the
 // status and body; the request may break the contract (no credential), the

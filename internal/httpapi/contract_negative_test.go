@@ -732,7 +732,9 @@ func (s *acceptingStore) Client(_ context.Context, id string) (orders.Client, er
 		CreatedAt: s.now(), UpdatedAt: s.now()}, nil
 }
 
-func (s *acceptingStore) Clients(context.Context, string, int) ([]orders.Client, error) { return nil, nil }
+func (s *acceptingStore) Clients(context.Context, string, int) ([]orders.Client, error) {
+	return nil, nil
+}
 
 func (s *acceptingStore) UpdateClient(ctx context.Context, id string, _ orders.ClientPatch, _ time.Time) (orders.Client, error) {
 	s.writes.Add(1)
@@ -744,7 +746,9 @@ func (s *acceptingStore) CreateKey(_ context.Context, k orders.APIKey) (orders.A
 	return k, nil
 }
 
-func (s *acceptingStore) Keys(context.Context, string, string, int) ([]orders.APIKey, error) { return nil, nil }
+func (s *acceptingStore) Keys(context.Context, string, string, int) ([]orders.APIKey, error) {
+	return nil, nil
+}
 
 func (s *acceptingStore) RevokeKey(context.Context, string, string, time.Time) error {
 	s.writes.Add(1)

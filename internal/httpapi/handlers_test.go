@@ -296,4 +296,3 @@ func TestNoAuthTakesEveryoneAsTheAdmin(t *testing.T) {
 		}
 	}
 }
-
