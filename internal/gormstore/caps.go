@@ -150,12 +150,7 @@ func (t *capTally) raiseLeading(l *leading) *leading {
 		}, clients, skus, held, caps)
 	}
 	if len(t.units) > 0 {
-		var skus, clients, customers []string
-		var units []int64
-		for _, k := range t.unitsKeys() {
-			skus, clients, customers = append(skus, k.SKU), append(clients, k.ClientID), append(customers, k.Customer)
-			units = append(units, t.units[k])
-		}
+		skus, clients, customers, units := t.unitsColumns()
 		l = l.with("raised_units", func(n int) string {
 			return "INSERT INTO customer_sku_units (sku, client_id, customer, units, max_units) " +
 				"SELECT v.sku, v.client_id, v.customer, v.units, s.max_per_customer FROM unnest(" +
@@ -169,11 +164,7 @@ func (t *capTally) raiseLeading(l *leading) *leading {
 
 func (t *capTally) lowerLeading(l *leading) *leading {
 	if len(t.held) > 0 {
-		var clients, skus []string
-		var held []int64
-		for _, k := range t.heldKeys() {
-			clients, skus, held = append(clients, k.ClientID), append(skus, k.SKU), append(held, t.held[k])
-		}
+		clients, skus, held := t.heldColumns()
 		l = l.with("lowered_holds", func(n int) string {
 			return "UPDATE client_sku_holds AS t SET held = CASE WHEN t.held > v.n THEN t.held - v.n ELSE 0 END FROM unnest(" +
 				ph(n+1) + "::varchar[], " + ph(n+2) + "::varchar[], " + ph(n+3) + "::bigint[]) AS v(client_id, sku, n) " +
@@ -181,12 +172,7 @@ func (t *capTally) lowerLeading(l *leading) *leading {
 		}, clients, skus, held)
 	}
 	if len(t.units) > 0 {
-		var skus, clients, customers []string
-		var units []int64
-		for _, k := range t.unitsKeys() {
-			skus, clients, customers = append(skus, k.SKU), append(clients, k.ClientID), append(customers, k.Customer)
-			units = append(units, t.units[k])
-		}
+		skus, clients, customers, units := t.unitsColumns()
 		l = l.with("lowered_units", func(n int) string {
 			return "UPDATE customer_sku_units AS t SET units = CASE WHEN t.units > v.n THEN t.units - v.n ELSE 0 END FROM unnest(" +
 				ph(n+1) + "::varchar[], " + ph(n+2) + "::varchar[], " + ph(n+3) + "::varchar[], " + ph(n+4) + "::bigint[]) " +
@@ -445,4 +431,23 @@ func capAudit(tx *gorm.DB, deep bool) (orders.CapAudit, error) {
 		}
 	}
 	return a, nil
+}
+
+// heldColumns are the tally's held units as the statements' arrays, in key
+// order: clients, SKUs, units.
+func (t *capTally) heldColumns() (clients, skus []string, held []int64) {
+	for _, k := range t.heldKeys() {
+		clients, skus, held = append(clients, k.ClientID), append(skus, k.SKU), append(held, t.held[k])
+	}
+	return clients, skus, held
+}
+
+// unitsColumns are the tally's customers' units as the statements' arrays,
+// in key order: SKUs, clients, customers, units.
+func (t *capTally) unitsColumns() (skus, clients, customers []string, units []int64) {
+	for _, k := range t.unitsKeys() {
+		skus, clients, customers = append(skus, k.SKU), append(clients, k.ClientID), append(customers, k.Customer)
+		units = append(units, t.units[k])
+	}
+	return skus, clients, customers, units
 }
