@@ -230,6 +230,9 @@ func startPrometheus(t *testing.T, bin string, targets []string) *promServer {
 		t.Fatalf("prometheus.yml: job %v, the rules expect job=\"stockguard\"", job["job_name"])
 	}
 	job["static_configs"] = []any{map[string]any{"targets": targets}}
+	// The test's replicas serve /metrics on their API's listener, where it
+	// needs the admin scope (compose's listen on --metrics-addr, without).
+	job["authorization"] = map[string]any{"type": "Bearer", "credentials": adminToken}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
