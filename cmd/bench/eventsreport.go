@@ -146,33 +146,17 @@ func eventPoints(runs []EventsRun, wls []Workload) ([]EventsPoint, []EventsCost)
 		byCfg := map[string]EventsPoint{}
 		for _, cfg := range eventConfigs {
 			var rs []Run
-			var cpu CPU
-			var accepted int64
 			for _, r := range runs {
 				if r.Run.Workload == w.Name && r.Config == cfg {
 					rs = append(rs, r.Run)
-					cpu, accepted = cpu.add(r.Run.CPU), accepted+r.Run.Accepted
 				}
 			}
-			if len(rs) == 0 {
+			pl, ok := pool(rs)
+			if !ok {
 				continue
 			}
-			pick := func(f func(Run) float64) float64 {
-				xs := make([]float64, len(rs))
-				for i, x := range rs {
-					xs[i] = f(x)
-				}
-				return median(xs)
-			}
-			p := EventsPoint{Workload: w.Name, Config: cfg, Consistent: true,
-				OrdersPerSec: pick(func(x Run) float64 { return x.OrdersPerSec }),
-				P99:          pick(func(x Run) float64 { return x.P99 }),
-				FailedRatio:  pick(func(x Run) float64 { return x.FailedRatio }),
-				CPU:          cpu.div(float64(max(accepted, 1)))}
-			for _, x := range rs {
-				p.Oversold = max(p.Oversold, x.Oversold)
-				p.Consistent = p.Consistent && x.Consistent
-			}
+			p := EventsPoint{Workload: w.Name, Config: cfg, OrdersPerSec: pl.OrdersPerSec, P99: pl.P99, FailedRatio: pl.FailedRatio,
+				Oversold: pl.Oversold, Consistent: pl.Consistent, CPU: pl.CPU}
 			byCfg[cfg] = p
 			points = append(points, p)
 		}
@@ -183,27 +167,15 @@ func eventPoints(runs []EventsRun, wls []Workload) ([]EventsPoint, []EventsCost)
 		}
 		c := EventsCost{Workload: w.Name, Path: on.Path() / max(off.Path(), 1e-12),
 			Replicas: on.CPU.Replicas / max(off.CPU.Replicas, 1e-12)}
-		rounds := map[int]map[string]Run{}
 		for _, r := range runs {
-			if r.Run.Workload != w.Name {
-				continue
-			}
-			if r.Config == eventsOn {
+			if r.Run.Workload == w.Name && r.Config == eventsOn {
 				c.Lag = c.Lag.add(r.Lag)
 			}
-			if rounds[r.Round] == nil {
-				rounds[r.Round] = map[string]Run{}
-			}
-			rounds[r.Round][r.Config] = r.Run
 		}
-		for round := 1; round <= len(rounds); round++ {
-			a, b := rounds[round][eventsOff], rounds[round][eventsOn]
-			if a.Accepted > 0 && b.Accepted > 0 {
-				pa := (a.CPU.Replicas + a.CPU.Redis + a.CPU.Postgres) / float64(a.Accepted)
-				pb := (b.CPU.Replicas + b.CPU.Redis + b.CPU.Postgres) / float64(b.Accepted)
-				c.PairPath = append(c.PairPath, pb/max(pa, 1e-12))
-			}
-		}
+		pairs := roundPairs(runs, w.Name, eventsOff, eventsOn, func(r EventsRun) (string, int, Run) { return r.Config, r.Round, r.Run })
+		c.PairPath = pairRatios(pairs, func(r Run) float64 {
+			return (r.CPU.Replicas + r.CPU.Redis + r.CPU.Postgres) / float64(r.Accepted)
+		})
 		c.LagP50, c.LagP99 = orMinus(c.Lag.Quantile(0.5)), orMinus(c.Lag.Quantile(0.99))
 		costs = append(costs, c)
 	}
@@ -292,10 +264,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 			on.OrdersPerSec/max(off.OrdersPerSec, 1e-9), fmtLag(c.LagP50), fmtLag(c.LagP99), c.Lag.Count)
 	}
 	for _, c := range e.Costs {
-		if len(c.PairPath) > 1 && slices.Min(c.PairPath) > 0 && slices.Max(c.PairPath)/slices.Min(c.PairPath) > 1.5 {
-			fmt.Fprintf(w, "\n**%s: the rounds' ratios range from %.2f to %.2f**, wider than the 10%% the target asks to tell: other work on the machine moved each run's CPU per order (the default strategy's batches shrink when it is slowed, and PostgreSQL's CPU is the whole server's), so the pooled ratio is uncertain by about as much. Longer runs (`-duration`, `-repeats`) on a quiet machine narrow it.\n",
-				e.title(c.Workload), slices.Min(c.PairPath), slices.Max(c.PairPath))
-		}
+		spreadNote(w, e.title(c.Workload), c.PairPath, 1.5)
 	}
 	fmt.Fprintf(w, "\nThe delivery lag is `stockguard_events_delivery_lag_seconds{destination=\"nats\"}`, observed by the relay's leader from each event's commit (the database's clock) to JetStream's acknowledgement of its publish: its buckets read from every replica's `/metrics` before and after each run with events on, the differences summed over the replicas and the rounds, and the quantiles interpolated linearly within the bucket they fall in, as Prometheus's `histogram_quantile` does (the buckets' bounds: %s s), so a quantile is only as fine as its bucket. The replicas run with the relay's defaults: a round that found less than a full batch (500 events) waits `--relay-interval` (100 ms) before the next, so an event committed just after a round waits for the next one.\n",
 		fmtBounds(e.lagBounds()))
