@@ -200,13 +200,6 @@ func fmtLag(s float64) string {
 	return fmt.Sprintf("%.0f ms", 1e3*s)
 }
 
-func (e *EventsResults) profileName() string {
-	if strings.Contains(e.Command, "-profile full") || strings.Contains(e.Command, "-profile=full") {
-		return "full"
-	}
-	return "quick"
-}
-
 func (e *EventsResults) point(w, cfg string) (EventsPoint, bool) {
 	for _, p := range e.Points {
 		if p.Workload == w && p.Config == cfg {
@@ -214,21 +207,6 @@ func (e *EventsResults) point(w, cfg string) (EventsPoint, bool) {
 		}
 	}
 	return EventsPoint{}, false
-}
-
-func (e *EventsResults) title(w string) string {
-	for _, wl := range workloads {
-		if wl.Name == w {
-			return wl.Title
-		}
-	}
-	return w
-}
-
-// loadNote reads the load averages against the cores.
-func (e *EventsResults) loadNote() string {
-	l := LocksResults{Cores: e.Cores, LoadBefore: e.LoadBefore, LoadAfter: e.LoadAfter}
-	return l.loadNote()
 }
 
 // markdown writes the report's Stock events section.
@@ -239,7 +217,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 		return
 	}
 	fmt.Fprintf(w, "Measured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas behind the balancer, %d VUs, with the load generator of the strategies' runs (quantity 1, an Idempotency-Key on every order). Two configurations take turns in ABBA order (off then on, then on then off, ...), %d rounds, each run on emptied tables and new replicas after a %s warm-up and ANALYZE, each run %s: **events off** (`--events=false`: no event written, no relay) and **events on** (an event row per counter change in the change's transaction, and the relay's leader publishing them to NATS JetStream with `--nats-url`, a private `nats-server -js` the bench starts on loopback with its store in a temporary folder). Orders/s and p99 are the medians of the runs; CPU per order is the sum of the runs' CPU over the sum of their orders, as in the cost table above, the whole path being the replicas, Redis and PostgreSQL; NATS's own CPU is apart. The machine has %d cores shared by the replicas, the balancer, the generator, Redis, PostgreSQL, NATS and whatever else runs on it (%s): **read the ratios, not the absolute figures**.\n\n",
-		e.Command, e.profileName(), e.When, e.Commit, e.Strategy, e.Replicas, e.VUs, e.Repeats, e.Warmup, e.Duration, e.Cores, e.loadNote())
+		e.Command, profileName(e.Command), e.When, e.Commit, e.Strategy, e.Replicas, e.VUs, e.Repeats, e.Warmup, e.Duration, e.Cores, loadNote(e.Cores, e.LoadBefore, e.LoadAfter))
 	fmt.Fprint(w, "| workload | events | orders/s | p99 | CPU µs / order: replicas + Redis + PostgreSQL = whole path | NATS CPU µs / order | failed | audit |\n|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range e.Costs {
 		for _, cfg := range eventConfigs {
@@ -252,7 +230,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 				nats = fmt.Sprintf("%.0f", 1e6*p.CPU.LockService)
 			}
 			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %.0f + %.0f + %.0f = **%.0f** | %s | %.2f%% | %d oversold, consistent: %v |\n",
-				e.title(c.Workload), cfg, p.OrdersPerSec, p.P99, 1e6*p.CPU.Replicas, 1e6*p.CPU.Redis, 1e6*p.CPU.Postgres, 1e6*p.Path(),
+				workloadTitle(c.Workload), cfg, p.OrdersPerSec, p.P99, 1e6*p.CPU.Replicas, 1e6*p.CPU.Redis, 1e6*p.CPU.Postgres, 1e6*p.Path(),
 				nats, 100*p.FailedRatio, p.Oversold, p.Consistent)
 		}
 	}
@@ -260,11 +238,11 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 	for _, c := range e.Costs {
 		off, _ := e.point(c.Workload, eventsOff)
 		on, _ := e.point(c.Workload, eventsOn)
-		fmt.Fprintf(w, "| %s | **%.2f×** (%s) | %.2f× | %.2f× | %s / %s (%.0f) |\n", e.title(c.Workload), c.Path, fmtRatios(c.PairPath), c.Replicas,
+		fmt.Fprintf(w, "| %s | **%.2f×** (%s) | %.2f× | %.2f× | %s / %s (%.0f) |\n", workloadTitle(c.Workload), c.Path, fmtRatios(c.PairPath), c.Replicas,
 			on.OrdersPerSec/max(off.OrdersPerSec, 1e-9), fmtLag(c.LagP50), fmtLag(c.LagP99), c.Lag.Count)
 	}
 	for _, c := range e.Costs {
-		spreadNote(w, e.title(c.Workload), c.PairPath, 1.5)
+		spreadNote(w, workloadTitle(c.Workload), c.PairPath, 1.5)
 	}
 	fmt.Fprintf(w, "\nThe delivery lag is `stockguard_events_delivery_lag_seconds{destination=\"nats\"}`, observed by the relay's leader from each event's commit (the database's clock) to JetStream's acknowledgement of its publish: its buckets read from every replica's `/metrics` before and after each run with events on, the differences summed over the replicas and the rounds, and the quantiles interpolated linearly within the bucket they fall in, as Prometheus's `histogram_quantile` does (the buckets' bounds: %s s), so a quantile is only as fine as its bucket. The replicas run with the relay's defaults: a round that found less than a full batch (500 events) waits `--relay-interval` (100 ms) before the next, so an event committed just after a round waits for the next one.\n",
 		fmtBounds(e.lagBounds()))
@@ -275,20 +253,20 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 	fmt.Fprint(w, "\n### Issue 32: targets\n\n| what | target | this run | |\n|---|---:|---|---|\n")
 	for _, c := range e.Costs {
 		fmt.Fprintf(w, "| %s: CPU per order with events ÷ without, whole path (replicas, Redis, PostgreSQL) | ≤ %.2f× | %.2f× | %s |\n",
-			e.title(c.Workload), eventsTarget, c.Path, mark(c.Path > 0 && c.Path <= eventsTarget))
+			workloadTitle(c.Workload), eventsTarget, c.Path, mark(c.Path > 0 && c.Path <= eventsTarget))
 		fmt.Fprintf(w, "| %s: the same, the replicas' CPU alone (the relay's leader among them) | ≤ %.2f× | %.2f× | %s |\n",
-			e.title(c.Workload), eventsTarget, c.Replicas, mark(c.Replicas > 0 && c.Replicas <= eventsTarget))
+			workloadTitle(c.Workload), eventsTarget, c.Replicas, mark(c.Replicas > 0 && c.Replicas <= eventsTarget))
 	}
 	for _, c := range e.Costs {
 		fmt.Fprintf(w, "| %s, %d VUs: delivery lag, commit → JetStream ack, p50 / p99 | report | %s / %s | |\n",
-			e.title(c.Workload), e.VUs, fmtLag(c.LagP50), fmtLag(c.LagP99))
+			workloadTitle(c.Workload), e.VUs, fmtLag(c.LagP50), fmtLag(c.LagP99))
 	}
 	if cu := e.CatchUp; cu != nil {
 		now := fmt.Sprintf("%.1f s after NATS was back (backlog peak %s events)", cu.CatchUpS, thousands(cu.PeakDB))
 		if !cu.CaughtUp {
 			now = fmt.Sprintf("**not caught up within %.0f s** (backlog peak %s events)", cu.WaitS, thousands(cu.PeakDB))
 		}
-		fmt.Fprintf(w, "| catch-up after NATS down %.0f s (%s, %d VUs) | report | %s | |\n", cu.DownS, e.title(cu.Workload), cu.VUs, now)
+		fmt.Fprintf(w, "| catch-up after NATS down %.0f s (%s, %d VUs) | report | %s | |\n", cu.DownS, workloadTitle(cu.Workload), cu.VUs, now)
 		fmt.Fprintf(w, "| orders accepted while NATS is down | > 0 | %.0f/s (%.0f/s before) | %s |\n", cu.During, cu.Before, mark(cu.During > 0))
 		fmt.Fprintf(w, "| the stream holds every event of the outbox | ≥ outbox | %s of %s | %s |\n",
 			thousands(cu.StreamMessages), thousands(cu.OutboxEvents), mark(cu.StreamComplete()))
@@ -298,7 +276,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 // catchUpMarkdown writes the catch-up run's paragraph and table.
 func (e *EventsResults) catchUpMarkdown(w io.Writer, cu *CatchUpResult) {
 	fmt.Fprintf(w, "\n**NATS down for %.0f s.** On %s at %d VUs, events on, new replicas and a new private NATS (its stream empty): after a %s warm-up the bench's own client orders throughout; %.0f s in, the bench stops nats-server (SIGTERM: the server closes its connections and goes), starts it again %.0f s later on the same port and store (%.1f s from the stop to the restarted server answering), and waits up to %.0f s for the relay to catch up. The backlog is read every %s from the database (the events not yet in the feed, and those after the stream's cursor: what the relay's `EventBacklog` counts) and from the replicas' `stockguard_events_backlog` (the leader's, refreshed by it once a second); **caught up** is the first reading after the restart at most the highest of the window before the stop (%s events: under load the newest events always wait for the relay's next round). Then the load stops, the backlog drains to 0, and the stream's message count (its info, through `internal/jetstream`) is compared with the outbox's events.\n\n",
-		cu.DownS, e.title(cu.Workload), cu.VUs, e.Warmup, cu.StopAtS, cu.DownS, cu.DownActualS, cu.WaitS, time.Duration(cu.PollS*float64(time.Second)), thousands(cu.Steady))
+		cu.DownS, workloadTitle(cu.Workload), cu.VUs, e.Warmup, cu.StopAtS, cu.DownS, cu.DownActualS, cu.WaitS, time.Duration(cu.PollS*float64(time.Second)), thousands(cu.Steady))
 	caught := fmt.Sprintf("%.1f s", cu.CatchUpS)
 	if !cu.CaughtUp {
 		caught = fmt.Sprintf("**not within %.0f s**", cu.WaitS)
@@ -432,7 +410,7 @@ func (e *EventsResults) chart(path string) error {
 	for i, v := range cu.Timeline {
 		orders[i] = plotter.XY{X: (float64(i) + 0.5) * cu.TimelineStep, Y: v}
 	}
-	p, err := panel(fmt.Sprintf("%s, %d VUs: orders/s through NATS's outage", e.title(cu.Workload), cu.VUs), "orders/s",
+	p, err := panel(fmt.Sprintf("%s, %d VUs: orders/s through NATS's outage", workloadTitle(cu.Workload), cu.VUs), "orders/s",
 		[]struct {
 			label string
 			xys   plotter.XYs
