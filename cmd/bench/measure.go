@@ -130,6 +130,11 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 				return nil, interrupted(ctx, err)
 			}
 		}
+		if o.auth == "only" {
+			if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+				return nil, interrupted(ctx, err)
+			}
+		}
 		return res, nil
 	}
 	rounds := o.profile.Repeats
@@ -188,6 +193,11 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 	}
 	if o.events == "on" {
 		if res.Events, err = measureEvents(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+	}
+	if o.auth == "on" {
+		if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
 			return nil, interrupted(ctx, err)
 		}
 	}
