@@ -161,7 +161,7 @@ func spreadNote(w io.Writer, title string, rs []float64, wider float64) {
 	if len(rs) < 2 || slices.Min(rs) <= 0 || slices.Max(rs)/slices.Min(rs) <= wider {
 		return
 	}
-	fmt.Fprintf(w, "\n**%s: the rounds' ratios range from %.2f to %.2f**, wider than the 10%% the target asks to tell: other work on the machine moved each run's CPU per order (the default strategy's batches shrink when it is slowed, and PostgreSQL's CPU is the whole server's), so the pooled ratio is uncertain by about as much. Longer runs (`-duration`, `-repeats`) on a quiet machine narrow it.\n",
+	fmt.Fprintf(w, "\n**%s: the rounds' ratios range from %.2f to %.2f**, wider than the 10%% the target asks to tell: other work on the machine moved each run's figures (the default strategy's batches shrink when it is slowed, which moves its orders/s and its CPU per order, and PostgreSQL's CPU is the whole server's), so the pooled ratio is uncertain by about as much. Longer runs (`-duration`, `-repeats`) on a quiet machine narrow it.\n",
 		title, slices.Min(rs), slices.Max(rs))
 }
 
