@@ -51,7 +51,7 @@ compose-test: ## Run docker-compose.yml on a real Docker Engine (installed and s
 	$(GO) test -tags compose -count=1 -timeout 80m -v ./scripts/compose
 
 .PHONY: bench
-bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then holds, the lock services, the stock events and the soaks (1,000,000 orders, then checkouts) on the default: BENCHMARKS.md, charts (PROFILE=quick|full).
+bench: ## Strategies side by side on this machine's Redis and PostgreSQL, then holds, the lock services, the stock events, authentication against none and the soaks (1,000,000 orders, then checkouts) on the default: BENCHMARKS.md, charts (PROFILE=quick|full).
 	$(GO) run ./cmd/bench -profile $(PROFILE)
 
 .PHONY: bench-micro

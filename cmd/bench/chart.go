@@ -73,6 +73,11 @@ func (r *Results) charts(dir string) error {
 			return err
 		}
 	}
+	if r.Auth != nil {
+		if err := r.Auth.writeFiles(dir); err != nil { // auth.json and auth.png
+			return err
+		}
+	}
 	return savePanels(filepath.Join(dir, "latency.png"), lat)
 }
 

@@ -77,32 +77,22 @@ func measureEvents(ctx context.Context, o options, bins topology.Binaries, db *g
 		return b.res, nil
 	}
 	defer nats.close()
-	var names []string
-	for _, w := range o.workloads {
-		if slices.Contains(eventWorkloads, w.Name) {
-			names = append(names, w.Name)
-		}
+	wls := sectionWorkloads(o.workloads, eventWorkloads)
+	names := make([]string, len(wls))
+	for i, w := range wls {
+		names[i] = w.Name
 	}
 	log.Info("events: plan", "strategy", orders.DefaultStrategy, "vus", b.res.VUs, "workloads", names, "configurations", eventConfigs,
 		"runs", len(names)*len(eventConfigs)*b.res.Repeats, "run_length", b.res.Duration, "nats", nats.URL,
 		"catch_up", fmt.Sprintf("%s down, %s at most to catch up", catchUpDown, catchUpWait))
-	for _, w := range o.workloads {
-		if !slices.Contains(eventWorkloads, w.Name) {
-			continue
+	if err := abbaRounds(wls, b.res.Repeats, eventConfigs, func(w Workload, cfg string, round int) error {
+		r, err := b.contender(ctx, w, cfg, nats, round)
+		if err == nil {
+			b.res.Runs = append(b.res.Runs, r)
 		}
-		for round := range b.res.Repeats {
-			order := slices.Clone(eventConfigs)
-			if round%2 == 1 {
-				slices.Reverse(order)
-			}
-			for _, cfg := range order {
-				r, err := b.contender(ctx, w, cfg, nats, round)
-				if err != nil {
-					return nil, fmt.Errorf("events, %s, %s: %w", w.Name, cfg, err)
-				}
-				b.res.Runs = append(b.res.Runs, r)
-			}
-		}
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("events, %w", err)
 	}
 	nats.close() // the catch-up run has a server and a stream of its own, to count
 	b.res.Points, b.res.Costs = eventPoints(b.res.Runs, workloads)
@@ -134,21 +124,14 @@ func (b *eventsBench) contender(ctx context.Context, w Workload, cfg string, nat
 		return EventsRun{}, err
 	}
 	defer c.stop(ctx, b.o.redisURL, b.log)
-	if _, err := loadRun(ctx, b.bins.Loadtest, c.lb.URL, b.rdb, b.db, w, b.res.VUs, lockWarmup); err != nil {
-		return EventsRun{}, fmt.Errorf("warm-up: %w", err)
-	}
-	if err := b.db.WithContext(ctx).Exec("ANALYZE").Error; err != nil {
-		return EventsRun{}, fmt.Errorf("analyze: %w", err)
+	meter, err := warmUp(ctx, b.bins, c, b.rdb, b.db, w, b.res.VUs)
+	if err != nil {
+		return EventsRun{}, err
 	}
 	before, err := clusterEvents(ctx, c.urls)
 	if err != nil {
 		return EventsRun{}, err
 	}
-	pids := make([]int, len(c.procs))
-	for i, p := range c.procs {
-		pids[i] = p.Process.Pid
-	}
-	meter := newCPUMeter(ctx, b.rdb, pids)
 	if cfg == eventsOn {
 		meter.locks = []int{nats.Pid()} // NATS's CPU, in the lock service's place: reported apart
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,23 +214,14 @@ func sampleLine(line string) (name string, labels map[string]string, value float
 }
 
 // scrapeEvents reads the events' metrics of the replica at base, within 2s.
-func scrapeEvents(ctx context.Context, base string) (eventMetrics, error) {
+func scrapeEvents(ctx context.Context, base string) (m eventMetrics, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return eventMetrics{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken) // /metrics: admin only
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return eventMetrics{}, fmt.Errorf("metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return eventMetrics{}, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	return parseEventMetrics(resp.Body)
+	err = scrapeMetrics(ctx, base, func(r io.Reader) (err error) {
+		m, err = parseEventMetrics(r)
+		return err
+	})
+	return m, err
 }
 
 // clusterEvents sums the replicas' readings: the lag histograms and the

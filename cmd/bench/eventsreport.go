@@ -146,33 +146,17 @@ func eventPoints(runs []EventsRun, wls []Workload) ([]EventsPoint, []EventsCost)
 		byCfg := map[string]EventsPoint{}
 		for _, cfg := range eventConfigs {
 			var rs []Run
-			var cpu CPU
-			var accepted int64
 			for _, r := range runs {
 				if r.Run.Workload == w.Name && r.Config == cfg {
 					rs = append(rs, r.Run)
-					cpu, accepted = cpu.add(r.Run.CPU), accepted+r.Run.Accepted
 				}
 			}
-			if len(rs) == 0 {
+			pl, ok := pool(rs)
+			if !ok {
 				continue
 			}
-			pick := func(f func(Run) float64) float64 {
-				xs := make([]float64, len(rs))
-				for i, x := range rs {
-					xs[i] = f(x)
-				}
-				return median(xs)
-			}
-			p := EventsPoint{Workload: w.Name, Config: cfg, Consistent: true,
-				OrdersPerSec: pick(func(x Run) float64 { return x.OrdersPerSec }),
-				P99:          pick(func(x Run) float64 { return x.P99 }),
-				FailedRatio:  pick(func(x Run) float64 { return x.FailedRatio }),
-				CPU:          cpu.div(float64(max(accepted, 1)))}
-			for _, x := range rs {
-				p.Oversold = max(p.Oversold, x.Oversold)
-				p.Consistent = p.Consistent && x.Consistent
-			}
+			p := EventsPoint{Workload: w.Name, Config: cfg, OrdersPerSec: pl.OrdersPerSec, P99: pl.P99, FailedRatio: pl.FailedRatio,
+				Oversold: pl.Oversold, Consistent: pl.Consistent, CPU: pl.CPU}
 			byCfg[cfg] = p
 			points = append(points, p)
 		}
@@ -183,27 +167,15 @@ func eventPoints(runs []EventsRun, wls []Workload) ([]EventsPoint, []EventsCost)
 		}
 		c := EventsCost{Workload: w.Name, Path: on.Path() / max(off.Path(), 1e-12),
 			Replicas: on.CPU.Replicas / max(off.CPU.Replicas, 1e-12)}
-		rounds := map[int]map[string]Run{}
 		for _, r := range runs {
-			if r.Run.Workload != w.Name {
-				continue
-			}
-			if r.Config == eventsOn {
+			if r.Run.Workload == w.Name && r.Config == eventsOn {
 				c.Lag = c.Lag.add(r.Lag)
 			}
-			if rounds[r.Round] == nil {
-				rounds[r.Round] = map[string]Run{}
-			}
-			rounds[r.Round][r.Config] = r.Run
 		}
-		for round := 1; round <= len(rounds); round++ {
-			a, b := rounds[round][eventsOff], rounds[round][eventsOn]
-			if a.Accepted > 0 && b.Accepted > 0 {
-				pa := (a.CPU.Replicas + a.CPU.Redis + a.CPU.Postgres) / float64(a.Accepted)
-				pb := (b.CPU.Replicas + b.CPU.Redis + b.CPU.Postgres) / float64(b.Accepted)
-				c.PairPath = append(c.PairPath, pb/max(pa, 1e-12))
-			}
-		}
+		pairs := roundPairs(runs, w.Name, eventsOff, eventsOn, func(r EventsRun) (string, int, Run) { return r.Config, r.Round, r.Run })
+		c.PairPath = pairRatios(pairs, func(r Run) float64 {
+			return (r.CPU.Replicas + r.CPU.Redis + r.CPU.Postgres) / float64(r.Accepted)
+		})
 		c.LagP50, c.LagP99 = orMinus(c.Lag.Quantile(0.5)), orMinus(c.Lag.Quantile(0.99))
 		costs = append(costs, c)
 	}
@@ -228,13 +200,6 @@ func fmtLag(s float64) string {
 	return fmt.Sprintf("%.0f ms", 1e3*s)
 }
 
-func (e *EventsResults) profileName() string {
-	if strings.Contains(e.Command, "-profile full") || strings.Contains(e.Command, "-profile=full") {
-		return "full"
-	}
-	return "quick"
-}
-
 func (e *EventsResults) point(w, cfg string) (EventsPoint, bool) {
 	for _, p := range e.Points {
 		if p.Workload == w && p.Config == cfg {
@@ -242,21 +207,6 @@ func (e *EventsResults) point(w, cfg string) (EventsPoint, bool) {
 		}
 	}
 	return EventsPoint{}, false
-}
-
-func (e *EventsResults) title(w string) string {
-	for _, wl := range workloads {
-		if wl.Name == w {
-			return wl.Title
-		}
-	}
-	return w
-}
-
-// loadNote reads the load averages against the cores.
-func (e *EventsResults) loadNote() string {
-	l := LocksResults{Cores: e.Cores, LoadBefore: e.LoadBefore, LoadAfter: e.LoadAfter}
-	return l.loadNote()
 }
 
 // markdown writes the report's Stock events section.
@@ -267,7 +217,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 		return
 	}
 	fmt.Fprintf(w, "Measured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas behind the balancer, %d VUs, with the load generator of the strategies' runs (quantity 1, an Idempotency-Key on every order). Two configurations take turns in ABBA order (off then on, then on then off, ...), %d rounds, each run on emptied tables and new replicas after a %s warm-up and ANALYZE, each run %s: **events off** (`--events=false`: no event written, no relay) and **events on** (an event row per counter change in the change's transaction, and the relay's leader publishing them to NATS JetStream with `--nats-url`, a private `nats-server -js` the bench starts on loopback with its store in a temporary folder). Orders/s and p99 are the medians of the runs; CPU per order is the sum of the runs' CPU over the sum of their orders, as in the cost table above, the whole path being the replicas, Redis and PostgreSQL; NATS's own CPU is apart. The machine has %d cores shared by the replicas, the balancer, the generator, Redis, PostgreSQL, NATS and whatever else runs on it (%s): **read the ratios, not the absolute figures**.\n\n",
-		e.Command, e.profileName(), e.When, e.Commit, e.Strategy, e.Replicas, e.VUs, e.Repeats, e.Warmup, e.Duration, e.Cores, e.loadNote())
+		e.Command, profileName(e.Command), e.When, e.Commit, e.Strategy, e.Replicas, e.VUs, e.Repeats, e.Warmup, e.Duration, e.Cores, loadNote(e.Cores, e.LoadBefore, e.LoadAfter))
 	fmt.Fprint(w, "| workload | events | orders/s | p99 | CPU µs / order: replicas + Redis + PostgreSQL = whole path | NATS CPU µs / order | failed | audit |\n|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range e.Costs {
 		for _, cfg := range eventConfigs {
@@ -280,7 +230,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 				nats = fmt.Sprintf("%.0f", 1e6*p.CPU.LockService)
 			}
 			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f ms | %.0f + %.0f + %.0f = **%.0f** | %s | %.2f%% | %d oversold, consistent: %v |\n",
-				e.title(c.Workload), cfg, p.OrdersPerSec, p.P99, 1e6*p.CPU.Replicas, 1e6*p.CPU.Redis, 1e6*p.CPU.Postgres, 1e6*p.Path(),
+				workloadTitle(c.Workload), cfg, p.OrdersPerSec, p.P99, 1e6*p.CPU.Replicas, 1e6*p.CPU.Redis, 1e6*p.CPU.Postgres, 1e6*p.Path(),
 				nats, 100*p.FailedRatio, p.Oversold, p.Consistent)
 		}
 	}
@@ -288,14 +238,11 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 	for _, c := range e.Costs {
 		off, _ := e.point(c.Workload, eventsOff)
 		on, _ := e.point(c.Workload, eventsOn)
-		fmt.Fprintf(w, "| %s | **%.2f×** (%s) | %.2f× | %.2f× | %s / %s (%.0f) |\n", e.title(c.Workload), c.Path, fmtRatios(c.PairPath), c.Replicas,
+		fmt.Fprintf(w, "| %s | **%.2f×** (%s) | %.2f× | %.2f× | %s / %s (%.0f) |\n", workloadTitle(c.Workload), c.Path, fmtRatios(c.PairPath), c.Replicas,
 			on.OrdersPerSec/max(off.OrdersPerSec, 1e-9), fmtLag(c.LagP50), fmtLag(c.LagP99), c.Lag.Count)
 	}
 	for _, c := range e.Costs {
-		if len(c.PairPath) > 1 && slices.Min(c.PairPath) > 0 && slices.Max(c.PairPath)/slices.Min(c.PairPath) > 1.5 {
-			fmt.Fprintf(w, "\n**%s: the rounds' ratios range from %.2f to %.2f**, wider than the 10%% the target asks to tell: other work on the machine moved each run's CPU per order (the default strategy's batches shrink when it is slowed, and PostgreSQL's CPU is the whole server's), so the pooled ratio is uncertain by about as much. Longer runs (`-duration`, `-repeats`) on a quiet machine narrow it.\n",
-				e.title(c.Workload), slices.Min(c.PairPath), slices.Max(c.PairPath))
-		}
+		spreadNote(w, workloadTitle(c.Workload), c.PairPath, 1.5)
 	}
 	fmt.Fprintf(w, "\nThe delivery lag is `stockguard_events_delivery_lag_seconds{destination=\"nats\"}`, observed by the relay's leader from each event's commit (the database's clock) to JetStream's acknowledgement of its publish: its buckets read from every replica's `/metrics` before and after each run with events on, the differences summed over the replicas and the rounds, and the quantiles interpolated linearly within the bucket they fall in, as Prometheus's `histogram_quantile` does (the buckets' bounds: %s s), so a quantile is only as fine as its bucket. The replicas run with the relay's defaults: a round that found less than a full batch (500 events) waits `--relay-interval` (100 ms) before the next, so an event committed just after a round waits for the next one.\n",
 		fmtBounds(e.lagBounds()))
@@ -306,20 +253,20 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 	fmt.Fprint(w, "\n### Issue 32: targets\n\n| what | target | this run | |\n|---|---:|---|---|\n")
 	for _, c := range e.Costs {
 		fmt.Fprintf(w, "| %s: CPU per order with events ÷ without, whole path (replicas, Redis, PostgreSQL) | ≤ %.2f× | %.2f× | %s |\n",
-			e.title(c.Workload), eventsTarget, c.Path, mark(c.Path > 0 && c.Path <= eventsTarget))
+			workloadTitle(c.Workload), eventsTarget, c.Path, mark(c.Path > 0 && c.Path <= eventsTarget))
 		fmt.Fprintf(w, "| %s: the same, the replicas' CPU alone (the relay's leader among them) | ≤ %.2f× | %.2f× | %s |\n",
-			e.title(c.Workload), eventsTarget, c.Replicas, mark(c.Replicas > 0 && c.Replicas <= eventsTarget))
+			workloadTitle(c.Workload), eventsTarget, c.Replicas, mark(c.Replicas > 0 && c.Replicas <= eventsTarget))
 	}
 	for _, c := range e.Costs {
 		fmt.Fprintf(w, "| %s, %d VUs: delivery lag, commit → JetStream ack, p50 / p99 | report | %s / %s | |\n",
-			e.title(c.Workload), e.VUs, fmtLag(c.LagP50), fmtLag(c.LagP99))
+			workloadTitle(c.Workload), e.VUs, fmtLag(c.LagP50), fmtLag(c.LagP99))
 	}
 	if cu := e.CatchUp; cu != nil {
 		now := fmt.Sprintf("%.1f s after NATS was back (backlog peak %s events)", cu.CatchUpS, thousands(cu.PeakDB))
 		if !cu.CaughtUp {
 			now = fmt.Sprintf("**not caught up within %.0f s** (backlog peak %s events)", cu.WaitS, thousands(cu.PeakDB))
 		}
-		fmt.Fprintf(w, "| catch-up after NATS down %.0f s (%s, %d VUs) | report | %s | |\n", cu.DownS, e.title(cu.Workload), cu.VUs, now)
+		fmt.Fprintf(w, "| catch-up after NATS down %.0f s (%s, %d VUs) | report | %s | |\n", cu.DownS, workloadTitle(cu.Workload), cu.VUs, now)
 		fmt.Fprintf(w, "| orders accepted while NATS is down | > 0 | %.0f/s (%.0f/s before) | %s |\n", cu.During, cu.Before, mark(cu.During > 0))
 		fmt.Fprintf(w, "| the stream holds every event of the outbox | ≥ outbox | %s of %s | %s |\n",
 			thousands(cu.StreamMessages), thousands(cu.OutboxEvents), mark(cu.StreamComplete()))
@@ -329,7 +276,7 @@ func (e *EventsResults) markdown(w io.Writer, out string) {
 // catchUpMarkdown writes the catch-up run's paragraph and table.
 func (e *EventsResults) catchUpMarkdown(w io.Writer, cu *CatchUpResult) {
 	fmt.Fprintf(w, "\n**NATS down for %.0f s.** On %s at %d VUs, events on, new replicas and a new private NATS (its stream empty): after a %s warm-up the bench's own client orders throughout; %.0f s in, the bench stops nats-server (SIGTERM: the server closes its connections and goes), starts it again %.0f s later on the same port and store (%.1f s from the stop to the restarted server answering), and waits up to %.0f s for the relay to catch up. The backlog is read every %s from the database (the events not yet in the feed, and those after the stream's cursor: what the relay's `EventBacklog` counts) and from the replicas' `stockguard_events_backlog` (the leader's, refreshed by it once a second); **caught up** is the first reading after the restart at most the highest of the window before the stop (%s events: under load the newest events always wait for the relay's next round). Then the load stops, the backlog drains to 0, and the stream's message count (its info, through `internal/jetstream`) is compared with the outbox's events.\n\n",
-		cu.DownS, e.title(cu.Workload), cu.VUs, e.Warmup, cu.StopAtS, cu.DownS, cu.DownActualS, cu.WaitS, time.Duration(cu.PollS*float64(time.Second)), thousands(cu.Steady))
+		cu.DownS, workloadTitle(cu.Workload), cu.VUs, e.Warmup, cu.StopAtS, cu.DownS, cu.DownActualS, cu.WaitS, time.Duration(cu.PollS*float64(time.Second)), thousands(cu.Steady))
 	caught := fmt.Sprintf("%.1f s", cu.CatchUpS)
 	if !cu.CaughtUp {
 		caught = fmt.Sprintf("**not within %.0f s**", cu.WaitS)
@@ -463,7 +410,7 @@ func (e *EventsResults) chart(path string) error {
 	for i, v := range cu.Timeline {
 		orders[i] = plotter.XY{X: (float64(i) + 0.5) * cu.TimelineStep, Y: v}
 	}
-	p, err := panel(fmt.Sprintf("%s, %d VUs: orders/s through NATS's outage", e.title(cu.Workload), cu.VUs), "orders/s",
+	p, err := panel(fmt.Sprintf("%s, %d VUs: orders/s through NATS's outage", workloadTitle(cu.Workload), cu.VUs), "orders/s",
 		[]struct {
 			label string
 			xys   plotter.XYs

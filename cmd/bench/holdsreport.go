@@ -18,7 +18,7 @@ const holdsHeading = "## Holds"
 // markdown writes the report's Holds section.
 func (h *HoldsResults) markdown(w io.Writer, out string) {
 	fmt.Fprintf(w, "%s\n\nMeasured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas, %d VUs, quantity 1 and an Idempotency-Key on every request; each rate the median of %d runs of %s. A run is a pair: orders, then holds (TTL %s, none expires) and the confirms of those holds (the whole hold each), orders and holds each on emptied tables and new replicas, one right after the other, all three driven by the bench's own client; the ratios are the medians of the pairs' ratios. Ratios are within this run: the machine's cores are shared with everything else, so absolute figures move from run to run. Failed are the answers neither 201 nor 409, by status (503: the SKU's lock not had within the 2s lock wait).\n\n",
-		holdsHeading, h.Command, h.profileName(), h.When, h.Commit, h.Strategy, h.Replicas, h.VUs, h.Repeats, h.Duration, holdTTL)
+		holdsHeading, h.Command, profileName(h.Command), h.When, h.Commit, h.Strategy, h.Replicas, h.VUs, h.Repeats, h.Duration, holdTTL)
 	fmt.Fprint(w, "| workload | orders/s | holds/s | confirms/s | hold / order | confirm / order | p99 order / hold / confirm | failed | audit |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range h.Points {
 		audit := fmt.Sprintf("%d oversold, consistent: %v", p.Oversold, p.Consistent)
@@ -57,13 +57,6 @@ func (h *HoldsResults) markdown(w io.Writer, out string) {
   SKU's lock: orders wait for the lock while a round commits, and the sweeper waits
   its turn behind their batches.
 `)
-}
-
-func (h *HoldsResults) profileName() string {
-	if strings.Contains(h.Command, "-profile full") || strings.Contains(h.Command, "-profile=full") {
-		return "full"
-	}
-	return "quick"
 }
 
 func (h *HoldsResults) printSummary(w io.Writer) {

@@ -169,10 +169,6 @@ func (l *LocksResults) titles() [][2]string {
 	return out
 }
 
-func (l *LocksResults) profileName() string {
-	return (&HoldsResults{Command: l.Command}).profileName()
-}
-
 // fmtMiB is "61.8 MiB", or "—" when not measured (results of an older run).
 func fmtMiB(b int64) string {
 	if b <= 0 {
@@ -192,8 +188,8 @@ func fmtRatio(r float64) string {
 // markdown writes the report's Lock services section.
 func (l *LocksResults) markdown(w io.Writer, out string) {
 	fmt.Fprintf(w, "%s\n\nMeasured by `%s` (profile %s) on %s, commit %s: the default strategy (%s), %d replicas behind the balancer, %d VUs, with the load generator of the strategies' runs (quantity 1, an Idempotency-Key on every order, no retries or cancels); each figure the median of %d runs of %s. The lock services take turns (%s, then again), each run on emptied tables (the lock table too), new replicas and a Redis namespace of their own, after a %s warm-up and ANALYZE; the ratios to %s are the medians of each round's ratio to the %s run of that round. **Read the ratios, not the absolute figures:** the machine has %d cores shared by the replicas, the balancer, the generator, Redis, PostgreSQL and whatever else runs on it (%s), and its disk moves absolute figures up to 2× between runs.\n\n",
-		locksHeading, l.Command, l.profileName(), l.When, l.Commit, l.Strategy, l.Replicas, l.VUs, l.Repeats, l.Duration,
-		strings.Join(l.run(), ", "), l.Warmup, lockBase, lockBase, l.Cores, l.loadNote())
+		locksHeading, l.Command, profileName(l.Command), l.When, l.Commit, l.Strategy, l.Replicas, l.VUs, l.Repeats, l.Duration,
+		strings.Join(l.run(), ", "), l.Warmup, lockBase, lockBase, l.Cores, loadNote(l.Cores, l.LoadBefore, l.LoadAfter))
 	fmt.Fprint(w, "| workload | lock service | orders/s | p99 | orders/s to redis | p99 to redis | CPU µs / order (of it, the lock service's) | Redis commands / order | DB write transactions / order | peak RSS per replica | peak RssAnon per replica (its RssFile then) | audit |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, t := range l.titles() {
 		for _, s := range l.Services {
@@ -240,17 +236,6 @@ account replicates each write before it answers, over a network: expect it slowe
 }
 
 // loadNote reads the load averages against the cores.
-func (l *LocksResults) loadNote() string {
-	note := fmt.Sprintf("one-minute load average %.1f before this section and %.1f after", l.LoadBefore, l.LoadAfter)
-	switch {
-	case l.Cores > 0 && l.LoadBefore > float64(l.Cores):
-		note += fmt.Sprintf(", above its %d cores before it started: other work, such as other jobs' tests, ran beside the benchmark", l.Cores)
-	case l.Cores > 0 && l.LoadAfter > float64(l.Cores):
-		note += fmt.Sprintf(": the benchmark's own processes keep it above the %d cores", l.Cores)
-	}
-	return note
-}
-
 // mdEscape keeps a line of text from breaking a Markdown table.
 func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)

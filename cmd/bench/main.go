@@ -11,6 +11,7 @@
 //	go run ./cmd/bench -holds only     # holds and the sweeper alone: their section replaced in place
 //	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
 //	go run ./cmd/bench -events only    # the stock events alone: their section replaced in place
+//	go run ./cmd/bench -auth only      # authentication and rate limits against none: their section replaced in place
 //	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders, then the checkout soak: its section replaced in place
 package main
 
@@ -110,6 +111,8 @@ type options struct {
 	locksVUs    int
 	events      string // on, off or only
 	eventsVUs   int
+	auth        string // on, off or only
+	authVUs     int
 	requireReal bool   // STOCKGUARD_TEST_REQUIRE_REAL=1: no lock service skipped for want of a redis-server
 	soak        string // on, off or only
 	soakOrders  int64
@@ -148,6 +151,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"ABBA; then NATS stopped for 10s under load and the catch-up timed): on, off, or only (nothing else measured; its section of the report, "+
 		"events.json and events.png replaced in place)")
 	fs.IntVar(&o.eventsVUs, "events-vus", 64, "VUs of the stock events benchmark")
+	fs.StringVar(&o.auth, "auth", "on", "the authentication benchmark on the default strategy (replicas with --insecure-no-auth against every order "+
+		"authenticated and rate limited with a client's API key, ABBA, on hot and zipf): on, off, or only (nothing else measured; its section of the report, "+
+		"auth.json and auth.png replaced in place)")
+	fs.IntVar(&o.authVUs, "auth-vus", 64, "VUs of the authentication benchmark")
 	fs.StringVar(&o.soak, "soak", "on", "the soak on the default strategy, hot and zipf alternating until the database holds -soak-orders orders, "+
 		"then the checkout soak to -soak-holds holds, never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
 	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
@@ -159,7 +166,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"in a run of its own after the points of its first round, written to the -out folder with its top 20; 0 turns it off", profileVUs))
 	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
 	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
-		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Stock events section and chart from an events.json, the Soak section and chart from a soak.json)")
+		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Stock events section and chart from an events.json, "+
+		"the Authentication section and chart from an auth.json, the Soak section and chart from a soak.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -199,6 +207,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if o.eventsVUs < 1 {
 		return fmt.Errorf("events-vus: %d is not a positive number", o.eventsVUs)
+	}
+	if o.auth != "on" && o.auth != "off" && o.auth != "only" {
+		return fmt.Errorf("auth: %q (want on, off or only)", o.auth)
+	}
+	if o.authVUs < 1 {
+		return fmt.Errorf("auth-vus: %d is not a positive number", o.authVUs)
 	}
 	if o.soak != "on" && o.soak != "off" && o.soak != "only" {
 		return fmt.Errorf("soak: %q (want on, off or only)", o.soak)
@@ -264,6 +278,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			res.Events.printSummary(stdout)
 			fmt.Fprintf(stdout, "\nwrote the Stock events section of %s, %s/events.json and %s/events.png\n", o.markdown, o.out, o.out)
 		}
+		if res.Auth != nil {
+			if err := res.Auth.writeOnly(o); err != nil {
+				return err
+			}
+			res.Auth.printSummary(stdout)
+			fmt.Fprintf(stdout, "\nwrote the Authentication section of %s, %s/auth.json and %s/auth.png\n", o.markdown, o.out, o.out)
+		}
 		if o.soak == "only" {
 			return runSoak(ctx, o, log, stdout)
 		}
@@ -278,9 +299,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // only says whether a section alone is measured (-holds only, -locks only,
-// -events only, or several): then the strategies and the sections left on are not. -soak only is
+// -events only, -auth only, or several): then the strategies and the sections left on are not. -soak only is
 // not among them: it measures nothing else, and runs beside them when combined.
-func (o options) only() bool { return o.holds == "only" || o.locks == "only" || o.events == "only" }
+func (o options) only() bool {
+	return o.holds == "only" || o.locks == "only" || o.events == "only" || o.auth == "only"
+}
 
 func joinStrategies(ss []orders.Strategy) string {
 	names := make([]string, len(ss))
@@ -297,8 +320,9 @@ func envOr(getenv func(string) string, k, def string) string {
 	return def
 }
 
-// rerender writes the report and charts of a results.json again, or the Holds
-// section and chart of a holds.json.
+// rerender writes the report and charts of a results.json again, or one
+// section's and its chart from its own file (holds.json, locks.json,
+// events.json, auth.json, soak.json).
 func rerender(path string, o options, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -313,6 +337,17 @@ func rerender(path string, o options, stdout io.Writer) error {
 			return err
 		}
 		s.printSummary(stdout)
+		return nil
+	}
+	if filepath.Base(path) == "auth.json" {
+		var a AuthResults
+		if err := json.Unmarshal(b, &a); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := a.writeOnly(o); err != nil {
+			return err
+		}
+		a.printSummary(stdout)
 		return nil
 	}
 	if filepath.Base(path) == "events.json" {

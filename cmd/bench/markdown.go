@@ -98,6 +98,10 @@ The balancer and the generator are not counted: they are the client's side.
 		r.Events.markdown(w, o.out)
 		fmt.Fprintln(w)
 	}
+	if r.Auth != nil {
+		r.Auth.markdown(w, o.out)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprint(w, `## The strategies
 
 | strategy | what it does per order |

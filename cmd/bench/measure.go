@@ -130,6 +130,11 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 				return nil, interrupted(ctx, err)
 			}
 		}
+		if o.auth == "only" {
+			if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+				return nil, interrupted(ctx, err)
+			}
+		}
 		return res, nil
 	}
 	rounds := o.profile.Repeats
@@ -188,6 +193,11 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 	}
 	if o.events == "on" {
 		if res.Events, err = measureEvents(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+	}
+	if o.auth == "on" {
+		if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
 			return nil, interrupted(ctx, err)
 		}
 	}
@@ -327,9 +337,10 @@ func measureBlock(ctx context.Context, o options, bins topology.Binaries, db *go
 // meteredRun is loadRun with the CPU time the order path spent over the load
 // phase (from the summary's start and end of the load, between the seeding and
 // the audit), or over the whole run when the summary does not say.
-func meteredRun(ctx context.Context, m cpuMeter, bin, baseURL string, rdb *redis.Client, db *gorm.DB, w Workload, vus int, d time.Duration) (Run, error) {
+func meteredRun(ctx context.Context, m cpuMeter, bin, baseURL string, rdb *redis.Client, db *gorm.DB, w Workload, vus int, d time.Duration,
+	extra ...string) (Run, error) {
 	s := startSampler(m)
-	r, err := loadRun(ctx, bin, baseURL, rdb, db, w, vus, d)
+	r, err := loadRun(ctx, bin, baseURL, rdb, db, w, vus, d, extra...)
 	samples, serr := s.finish()
 	if err != nil {
 		return r, err
@@ -365,9 +376,11 @@ func ceilingRun(ctx context.Context, bin, baseURL string, vus int, d time.Durati
 	return r, err
 }
 
-// loadRun runs the load generator once and reads its JSON summary, counting the
-// Redis commands and database write transactions it caused.
-func loadRun(ctx context.Context, bin, baseURL string, rdb *redis.Client, db *gorm.DB, w Workload, vus int, d time.Duration) (Run, error) {
+// loadRun runs the load generator once, with extra flags after the
+// workload's (an -api-key), and reads its JSON summary, counting the Redis
+// commands and database write transactions it caused.
+func loadRun(ctx context.Context, bin, baseURL string, rdb *redis.Client, db *gorm.DB, w Workload, vus int, d time.Duration,
+	extra ...string) (Run, error) {
 	f, err := os.CreateTemp("", "bench-summary-*.json")
 	if err != nil {
 		return Run{}, err
@@ -382,10 +395,11 @@ func loadRun(ctx context.Context, bin, baseURL string, rdb *redis.Client, db *go
 	if err != nil {
 		return Run{}, err
 	}
-	load := exec.CommandContext(ctx, bin, "-url", baseURL, "-admin-token", adminToken, "-vus", strconv.Itoa(vus),
+	args := []string{"-url", baseURL, "-admin-token", adminToken, "-vus", strconv.Itoa(vus),
 		"-duration", d.String(), "-skus", strconv.Itoa(w.SKUs), "-popularity", w.Popularity, "-stock", strconv.Itoa(w.Stock),
 		"-max-quantity", "1", "-multi", strconv.FormatFloat(w.Multi, 'f', -1, 64), "-retry", "0", "-abandon", "0", "-cancel", "0",
-		"-summary-json", f.Name(), "-quiet")
+		"-summary-json", f.Name(), "-quiet"}
+	load := exec.CommandContext(ctx, bin, append(args, extra...)...)
 	if out, err := load.CombinedOutput(); err != nil {
 		return Run{}, fmt.Errorf("load generator: %w\n%s", err, lastLines(out, 10))
 	}

@@ -48,6 +48,8 @@ type Results struct {
 	Locks      *LocksResults `json:"locks,omitempty"`
 	// Events is the stock events' section (issue 32), when measured.
 	Events *EventsResults `json:"events,omitempty"`
+	// Auth is the authentication section's (issue 39), when measured.
+	Auth *AuthResults `json:"auth,omitempty"`
 }
 
 // Point is the medians of the runs of one strategy, workload and VU count.
@@ -433,6 +435,9 @@ func (r *Results) printSummary(w io.Writer) {
 	}
 	if r.Events != nil {
 		r.Events.printSummary(w)
+	}
+	if r.Auth != nil {
+		r.Auth.printSummary(w)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 )
@@ -33,21 +32,12 @@ func redisRoundTrips(ctx context.Context, urls []string) (int64, error) {
 	return sum, nil
 }
 
-func scrapeRoundTrips(ctx context.Context, base string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken) // /metrics: admin only
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	return parseRoundTrips(resp.Body)
+func scrapeRoundTrips(ctx context.Context, base string) (n int64, err error) {
+	err = scrapeMetrics(ctx, base, func(r io.Reader) (err error) {
+		n, err = parseRoundTrips(r)
+		return err
+	})
+	return n, err
 }
 
 // parseRoundTrips reads the counter from Prometheus's text format.

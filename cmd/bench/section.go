@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // writeResults writes a section's results, v, as dir/name.json and its chart
@@ -38,4 +39,34 @@ func replaceSection(o options, heading string, markdown func(w io.Writer, out st
 	var section bytes.Buffer
 	markdown(&section, o.out)
 	return os.WriteFile(o.markdown, spliceHeading(old, section.Bytes(), heading), 0o644)
+}
+
+// profileName is the profile a section's command ran with.
+func profileName(command string) string {
+	if strings.Contains(command, "-profile full") || strings.Contains(command, "-profile=full") {
+		return "full"
+	}
+	return "quick"
+}
+
+// workloadTitle is a workload's title, or its name when it has none.
+func workloadTitle(name string) string {
+	for _, w := range workloads {
+		if w.Name == name {
+			return w.Title
+		}
+	}
+	return name
+}
+
+// loadNote reads a section's one-minute load averages against the cores.
+func loadNote(cores int, before, after float64) string {
+	note := fmt.Sprintf("one-minute load average %.1f before this section and %.1f after", before, after)
+	switch {
+	case cores > 0 && before > float64(cores):
+		note += fmt.Sprintf(", above its %d cores before it started: other work, such as other jobs' tests, ran beside the benchmark", cores)
+	case cores > 0 && after > float64(cores):
+		note += fmt.Sprintf(": the benchmark's own processes keep it above the %d cores", cores)
+	}
+	return note
 }
