@@ -61,10 +61,8 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 			s.problem(c, err)
 			return
 		}
-		if !caller.Can(scopes...) {
-			s.problem(c, &orders.MissingScopeError{Need: scopes})
-			return
-		}
+		// Every request of a client counts against its limit, one refused for
+		// its scope too: a key cannot probe the routes for free.
 		if s.limiter != nil && caller.ClientID != "" {
 			d := s.limiter.Allow(c.Request.Context(), caller.ClientID, caller.RateLimit)
 			c.Header("RateLimit-Policy", d.Policy)
@@ -73,6 +71,10 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 				s.rateLimited(c, d, "the client's rate limit is spent")
 				return
 			}
+		}
+		if !caller.Can(scopes...) {
+			s.problem(c, &orders.MissingScopeError{Need: scopes})
+			return
 		}
 		c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), caller))
 		c.Next()
