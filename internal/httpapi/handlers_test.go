@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -294,5 +296,63 @@ func TestNoAuthTakesEveryoneAsTheAdmin(t *testing.T) {
 		if want := map[bool]int{false: 401, true: 200}[off]; w.Code != want {
 			t.Errorf("NoAuth %v: %d %s, want %d", off, w.Code, w.Body, want)
 		}
+	}
+}
+
+// limits is a Limiter that allows while allow says so, and counts.
+type limits struct {
+	allow      bool
+	calls      int
+	failedAuth int
+}
+
+func (l *limits) Allow(context.Context, string, orders.RateLimit) httpapi.RateDecision {
+	l.calls++
+	return httpapi.RateDecision{Allowed: l.allow, RetryAfter: 1500 * time.Millisecond, Policy: `"default";q=2;w=1`, State: `"default";r=0;t=2`}
+}
+
+func (l *limits) FailedAuth(context.Context, string) httpapi.RateDecision {
+	l.failedAuth++
+	return httpapi.RateDecision{Allowed: l.failedAuth <= 2, RetryAfter: time.Second}
+}
+
+// keys is an Authenticator of one client key.
+type keys struct{}
+
+func (keys) Authenticate(_ context.Context, secret string) (orders.Caller, error) {
+	if secret != "sk_sg_reader" {
+		return orders.Caller{}, orders.ErrUnauthenticated
+	}
+	return orders.Caller{ClientID: "cli_r", Scopes: []orders.Scope{orders.ScopeStockRead}, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 2}}, nil
+}
+
+// A client's answers carry the limit's fields; past it, 429 with
+// Retry-After, also for a route its scope would refuse; failed
+// authentications past theirs are 429 too.
+func TestRateLimitAnswers(t *testing.T) {
+	l := &limits{allow: true}
+	m := mocks.NewOrders(t)
+	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1"}, nil).Once()
+	reg := prometheus.NewRegistry()
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{Auth: keys{}, Limiter: l}, m, nil,
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.DiscardHandler)))
+	reader := map[string]string{"Authorization": "Bearer sk_sg_reader"}
+	w := do(h, call{method: "GET", path: "/v1/skus/A-1", header: reader})
+	if w.Code != 200 || w.Header().Get("RateLimit-Policy") == "" || w.Header().Get("RateLimit") == "" {
+		t.Fatalf("allowed: %d %v", w.Code, w.Header())
+	}
+	l.allow = false
+	for _, path := range []string{"/v1/skus/A-1", "/v1/audit"} {
+		w = do(h, call{method: "GET", path: path, header: reader})
+		if w.Code != 429 || w.Header().Get("Retry-After") != "2" || !strings.Contains(w.Body.String(), "rate-limited") {
+			t.Errorf("%s over the limit: %d %q %s", path, w.Code, w.Header().Get("Retry-After"), w.Body)
+		}
+	}
+	var codes []int
+	for range 4 {
+		codes = append(codes, do(h, call{method: "GET", path: "/v1/skus/A-1", header: map[string]string{"Authorization": "Bearer wrong"}, offContract: true}).Code)
+	}
+	if !slices.Equal(codes, []int{401, 401, 429, 429}) {
+		t.Errorf("failed authentications: %v, want 401 twice then 429", codes)
 	}
 }
