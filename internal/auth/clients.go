@@ -17,9 +17,9 @@ type Defaults struct {
 
 // Default settings of a client, as the replica's flags default them.
 const (
-	DefaultMaxUnitsHeldPerSKU = 100
-	DefaultRatePerSecond      = 100
-	DefaultRateBurst          = 200
+	DefaultMaxUnitsHeldPerSKU = 1000
+	DefaultRatePerSecond      = 1000
+	DefaultRateBurst          = 2000
 )
 
 // Manager is the clients' use case: make, read and change clients, and make,
