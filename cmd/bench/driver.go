@@ -65,7 +65,7 @@ func (d *driver) newClient(ctx context.Context) error {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil || status != http.StatusCreated || c.ID == "" {
-		return fmt.Errorf("the bench client: POST /v1/clients: %d %s %v", status, b, err)
+		return fmt.Errorf("the bench client: POST /v1/clients: %d %s %w", status, b, err)
 	}
 	status, b, err = d.call(ctx, http.MethodPost, "/v1/clients/"+c.ID+"/keys", nil, "", true)
 	var k struct{ Secret string }
@@ -73,7 +73,7 @@ func (d *driver) newClient(ctx context.Context) error {
 		err = json.Unmarshal(b, &k)
 	}
 	if err != nil || status != http.StatusCreated || k.Secret == "" {
-		return fmt.Errorf("the bench client's key: %d %v", status, err) // the answer holds the secret: not printed
+		return fmt.Errorf("the bench client's key: %d %w", status, err) // the answer holds the secret: not printed
 	}
 	d.key = k.Secret
 	return nil

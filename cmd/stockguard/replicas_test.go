@@ -92,13 +92,6 @@ func startCluster(t *testing.T, n int, extraEnv ...string) *cluster {
 	return c
 }
 
-// startReplica runs "stockguard serve" and returns its base URL once it listens.
-func startReplica(t *testing.T, i int, env []string) string {
-	t.Helper()
-	url, _ := startReplicaLogged(t, i, env)
-	return url
-}
-
 // startReplicaLogged is startReplica that also returns the path of the
 // replica's log (its stderr).
 func startReplicaLogged(t *testing.T, i int, env []string) (string, string) {

@@ -193,13 +193,13 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if cfg.metricsAddr != "" {
 		apiMetrics = nil
 	}
-	//nolint:contextcheck // gin handlers take their context from the request
 	if cfg.insecureNoAuth {
 		log.Error("INSECURE: --insecure-no-auth takes every request as the admin's, unchecked; it is the control group of a benchmark, never a deployment")
 	}
 	// The clients' rate limits, shared by the replicas in the cache's Redis.
 	limits := rateLimits{ratelimit.New(rdb, ratelimit.Options{Namespace: cfg.namespace, Logger: log,
 		FailedAuth: ratelimit.Limit{PerSecond: cfg.failedAuthRate, Burst: cfg.failedAuthBurst}})}
+	//nolint:contextcheck // gin handlers take their context from the request
 	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
 		svc, ready, apiMetrics, reg, log)

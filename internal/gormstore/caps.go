@@ -329,7 +329,7 @@ func (s *Store) Caps(ctx context.Context, held []orders.ClientSKU, units []order
 	if err != nil {
 		return out, unavailable("caps", err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var kind int
 		var a, b, c string
@@ -383,7 +383,7 @@ func capAudit(tx *gorm.DB, deep bool) (orders.CapAudit, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer rows.Close()
+		defer func() { _ = rows.Close() }()
 		cols, err := rows.Columns()
 		if err != nil {
 			return nil, err

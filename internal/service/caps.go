@@ -130,7 +130,7 @@ func (s *Service) capRefusal(ctx context.Context, p orders.Placement, err error)
 	out := &orders.CapError{Cap: capErr.Cap}
 	for _, it := range p.Order.Items {
 		out.SKU = it.SKU
-		if capErr.Cap == orders.ErrHoldQuotaExceeded {
+		if errors.Is(capErr.Cap, orders.ErrHoldQuotaExceeded) {
 			out.Held, out.Limit = v.caps.Held[orders.ClientSKU{ClientID: p.Order.ClientID, SKU: it.SKU}], p.MaxHeld
 			break
 		}

@@ -58,7 +58,7 @@ func TestCapsUnderConcurrency(t *testing.T) {
 					mu.Unlock()
 				case errors.As(err, &capped) && errors.Is(err, orders.ErrHoldQuotaExceeded):
 					if capped.SKU != "H" || capped.Limit != maxHeld || capped.Held != maxHeld {
-						errs <- fmt.Errorf("refusal %+v: want H, %d held of %d", capped, maxHeld, maxHeld)
+						errs <- fmt.Errorf("refusal %+v: want H, %d held of %d", *capped, maxHeld, maxHeld)
 					}
 				default:
 					errs <- fmt.Errorf("hold: %w", err)
@@ -92,7 +92,7 @@ func TestCapsUnderConcurrency(t *testing.T) {
 					mu.Unlock()
 				case errors.As(err, &capped) && errors.Is(err, orders.ErrCustomerLimitExceeded):
 					if capped.SKU != "C" || capped.Limit != limit || capped.Held != limit {
-						errs <- fmt.Errorf("refusal %+v: want C, %d of %d", capped, limit, limit)
+						errs <- fmt.Errorf("refusal %+v: want C, %d of %d", *capped, limit, limit)
 					}
 				default:
 					errs <- fmt.Errorf("customer's: %w", err)

@@ -93,6 +93,7 @@ func checkHTTPS(ctx context.Context, t *testing.T, dc func(...string) []string, 
 		{"/v1/audit", adminToken, "the admin token", http.StatusOK},
 	} {
 		resp := get(c.path, c.bearer)
+		_ = resp.Body.Close()
 		if resp.StatusCode != c.want {
 			t.Errorf("GET %s over HTTPS with %s: %d, want %d", c.path, c.who, resp.StatusCode, c.want)
 		}
