@@ -82,3 +82,48 @@ func testClients(t *testing.T, kind string) {
 		t.Errorf("clients %+v %v", list, err)
 	}
 }
+
+// A confirm or a release of another client's hold is not found, before
+// anything else is said of it (an expired one too), and changes nothing;
+// the owner and an admin (no owner) end it.
+func TestEndingsOfAnotherClientsHold(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			s, clk := newHoldStore(t, kind)
+			ctx := context.Background()
+			mustRestock(t, s, "O-1", 10, 0)
+			holdOf := func(id string, ttl time.Duration) {
+				o := order(id, orders.Item{SKU: "O-1", Quantity: 1})
+				o.ClientID = "cli_a"
+				if _, err := s.Commit(ctx, orders.Batch{Placed: []orders.Placement{{Order: o, Hold: &orders.Hold{TTL: ttl}, MaxHeld: 10}}}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			holdOf("h-live", time.Hour)
+			holdOf("h-old", time.Second)
+			clk.Add(2 * time.Second)
+			end := func(e orders.Ending) error {
+				ends, _, err := s.End(ctx, []orders.Ending{e}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ends[0].Err
+			}
+			for _, id := range []string{"h-live", "h-old"} {
+				if err := end(orders.Ending{Release: &orders.Release{HoldID: id, Owner: "cli_b"}}); !errors.Is(err, orders.ErrNotFound) {
+					t.Errorf("cli_b releases %s: %v, want not found", id, err)
+				}
+				if err := end(orders.Ending{Confirm: &orders.Confirmation{HoldID: id, Order: order("o-"+id), Owner: "cli_b"}}); !errors.Is(err, orders.ErrNotFound) {
+					t.Errorf("cli_b confirms %s: %v, want not found", id, err)
+				}
+			}
+			wantStatus(t, s, "h-live", orders.HoldHeld)
+			if err := end(orders.Ending{Release: &orders.Release{HoldID: "h-live", Owner: "cli_a"}}); err != nil {
+				t.Errorf("the owner's release: %v", err)
+			}
+			if err := end(orders.Ending{Release: &orders.Release{HoldID: "h-old"}}); !errors.Is(err, orders.ErrHoldExpired) {
+				t.Errorf("an admin's release of the expired hold: %v, want expired", err)
+			}
+		})
+	}
+}

@@ -117,10 +117,12 @@ func (s *Store) endings(tx *gorm.DB, es []orders.Ending, fences orders.Fences) (
 }
 
 // live returns a hold if it is held and not past its expiry, as this
-// transaction's endings left it; else a *HoldEndedError (or ErrNotFound).
-func (w *endings) live(id string) (*holdRow, []holdLineRow, error) {
+// transaction's endings left it; else a *HoldEndedError (or ErrNotFound, for
+// one that does not exist or is not owner's, said before anything else of
+// it).
+func (w *endings) live(id, owner string) (*holdRow, []holdLineRow, error) {
 	row := w.holds[id]
-	if row == nil {
+	if row == nil || (owner != "" && row.ClientID != owner) {
 		return nil, nil, orders.ErrNotFound
 	}
 	if r := row.reservation(w.lines[id], w.now); r.Status != orders.HoldHeld {
@@ -154,7 +156,7 @@ func (w *endings) record(key, hash string, o orders.Outcome) {
 // reserved to sold, the rest back to available, never checked against
 // available (they were set aside).
 func (w *endings) confirm(c orders.Confirmation) orders.Ended {
-	row, lines, err := w.live(c.HoldID)
+	row, lines, err := w.live(c.HoldID, c.Owner)
 	if err != nil {
 		return orders.Ended{Err: err}
 	}
@@ -198,7 +200,7 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 
 // release returns a held hold's units to available.
 func (w *endings) release(r orders.Release) orders.Ended {
-	row, lines, err := w.live(r.HoldID)
+	row, lines, err := w.live(r.HoldID, r.Owner)
 	if err != nil {
 		return orders.Ended{Err: err}
 	}

@@ -133,6 +133,9 @@ type Confirmation struct {
 	Order  Order
 	Key    string
 	Hash   string
+	// Owner is the client whose hold it must be (another's is not found);
+	// empty for an admin, who may end any.
+	Owner string
 }
 
 // Ending is one way a hold ends, on its way to the store: exactly one of
@@ -148,6 +151,7 @@ type Ending struct {
 type Release struct {
 	HoldID string
 	Keyed
+	Owner string // as Confirmation's
 }
 
 // Expiry is the sweeper's: the holds to end if they are still held and past

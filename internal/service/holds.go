@@ -84,13 +84,13 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 			return orders.Placed{}, err
 		}
 	}
-	if err := s.ownHold(ctx, req.ID); err != nil {
-		return orders.Placed{}, err
-	}
 	k := orders.Keyed{Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf("confirm", req.ID, hashOf(itemParts(items)...))}
+	owner := orders.CallerOf(ctx).Owner()
 	now := s.now()
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	e := orders.Ending{Confirm: &orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash}}
+	// The store refuses another client's hold as not found, under its row
+	// lock: no read of the hold before, on lock-batch.
+	e := orders.Ending{Confirm: &orders.Confirmation{HoldID: req.ID, Order: o, Key: k.Key, Hash: k.Hash, Owner: owner}}
 	var held orders.Reservation // read before the ending, or for the answer to a hold confirmed before
 	var done orders.Ended
 	var err error
@@ -105,7 +105,7 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 		if r, ok := s.recorded(ctx, k); ok {
 			return replayed(ctx, s, r, s.placedOf)
 		}
-		if held, err = s.store.Reservation(ctx, req.ID); err != nil {
+		if held, err = s.Reservation(ctx, req.ID); err != nil {
 			return orders.Placed{}, err
 		}
 		if ended := endedOf(held); ended != nil { // no lock needed to say so; the store checks again under them
@@ -158,11 +158,8 @@ func (s *Service) confirmedAlready(ctx context.Context, held orders.Reservation,
 
 // Release returns a held hold's units to available.
 func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.Held, error) {
-	if err := s.ownHold(ctx, req.ID); err != nil {
-		return orders.Held{}, err
-	}
 	k := orders.Keyed{Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf("release", req.ID)}
-	e := orders.Ending{Release: &orders.Release{HoldID: req.ID, Keyed: k}}
+	e := orders.Ending{Release: &orders.Release{HoldID: req.ID, Keyed: k, Owner: orders.CallerOf(ctx).Owner()}}
 	var done orders.Ended
 	var err error
 	if lb, ok := s.placer.(lockBatch); ok { // the batch reads the hold and the key's record
@@ -176,7 +173,7 @@ func (s *Service) Release(ctx context.Context, req orders.HoldAction) (orders.He
 			return replayed(ctx, s, r, s.heldOf)
 		}
 		var held orders.Reservation
-		if held, err = s.store.Reservation(ctx, req.ID); err != nil {
+		if held, err = s.Reservation(ctx, req.ID); err != nil {
 			return orders.Held{}, err
 		}
 		if ended := endedOf(held); ended != nil {
