@@ -113,7 +113,7 @@ func TestEndingsOfAnotherClientsHold(t *testing.T) {
 				if err := end(orders.Ending{Release: &orders.Release{HoldID: id, Owner: "cli_b"}}); !errors.Is(err, orders.ErrNotFound) {
 					t.Errorf("cli_b releases %s: %v, want not found", id, err)
 				}
-				if err := end(orders.Ending{Confirm: &orders.Confirmation{HoldID: id, Order: order("o-"+id), Owner: "cli_b"}}); !errors.Is(err, orders.ErrNotFound) {
+				if err := end(orders.Ending{Confirm: &orders.Confirmation{HoldID: id, Order: order("o-" + id), Owner: "cli_b"}}); !errors.Is(err, orders.ErrNotFound) {
 					t.Errorf("cli_b confirms %s: %v, want not found", id, err)
 				}
 			}
