@@ -47,9 +47,7 @@ const requestsMetric = "stockguard_http_requests_total"
 // measureAuth runs the section: the ABBA rounds on each workload.
 func measureAuth(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
 	log *slog.Logger, m Machine) (*AuthResults, error) {
-	res := &AuthResults{Command: o.command, When: m.When, Commit: m.Commit, Strategy: string(orders.DefaultStrategy),
-		Replicas: o.replicas, VUs: o.authVUs, Repeats: o.profile.Repeats, Duration: o.profile.Duration, Warmup: lockWarmup,
-		Cores: m.Cores, LoadBefore: loadAverage(), RatePerSecond: benchClientRate, Burst: benchClientRate}
+	res := &AuthResults{onOff: newOnOff(o, m, o.authVUs), RatePerSecond: benchClientRate, Burst: benchClientRate}
 	wls := sectionWorkloads(o.workloads, authWorkloads)
 	log.Info("auth: plan", "strategy", orders.DefaultStrategy, "vus", res.VUs, "workloads", len(wls), "configurations", authConfigs,
 		"runs", len(wls)*len(authConfigs)*res.Repeats, "run_length", res.Duration)

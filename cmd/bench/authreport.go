@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,20 +13,7 @@ const authHeading = "## Authentication and rate limits"
 
 // AuthResults are what the authentication benchmark measured.
 type AuthResults struct {
-	Command  string        `json:"command"`
-	When     string        `json:"when"`
-	Commit   string        `json:"commit"`
-	Strategy string        `json:"strategy"`
-	Replicas int           `json:"replicas"`
-	VUs      int           `json:"vus"`
-	Repeats  int           `json:"repeats"`
-	Duration time.Duration `json:"duration_ns"`
-	Warmup   time.Duration `json:"warmup_ns"`
-	// The machine's cores and its one-minute load average before and after
-	// the section.
-	Cores      int     `json:"cores"`
-	LoadBefore float64 `json:"load_before"`
-	LoadAfter  float64 `json:"load_after"`
+	onOff
 	// The bench client's rate limit, all replicas together.
 	RatePerSecond float64     `json:"rate_limit_per_second"`
 	Burst         float64     `json:"rate_limit_burst"`

@@ -117,7 +117,7 @@ func TestAuthSectionFromJSON(t *testing.T) {
 // Nothing measured (no hot or zipf among -workloads): no chart, and the
 // targets' 429 line does not pass on no runs.
 func TestAuthNothingMeasured(t *testing.T) {
-	a := AuthResults{Command: "go run ./cmd/bench -auth only -workloads multi"}
+	a := AuthResults{onOff: onOff{Command: "go run ./cmd/bench -auth only -workloads multi"}}
 	if err := a.chart(filepath.Join(t.TempDir(), "auth.png")); err != nil {
 		t.Error(err)
 	}

@@ -64,9 +64,7 @@ type eventsBench struct {
 // then the catch-up run, each NATS a private nats-server of its own.
 func measureEvents(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client,
 	log *slog.Logger, m Machine) (*EventsResults, error) {
-	b := &eventsBench{o: o, bins: bins, db: db, rdb: rdb, log: log, res: &EventsResults{Command: o.command, When: m.When,
-		Commit: m.Commit, Strategy: string(orders.DefaultStrategy), Replicas: o.replicas, VUs: o.eventsVUs,
-		Repeats: o.profile.Repeats, Duration: o.profile.Duration, Warmup: lockWarmup, Cores: m.Cores, LoadBefore: loadAverage()}}
+	b := &eventsBench{o: o, bins: bins, db: db, rdb: rdb, log: log, res: &EventsResults{onOff: newOnOff(o, m, o.eventsVUs)}}
 	nats, err := startNATS(ctx)
 	if err != nil {
 		if o.requireReal {

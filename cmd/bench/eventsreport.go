@@ -17,25 +17,12 @@ const eventsHeading = "## Stock events"
 
 // EventsResults are what the stock events benchmark measured.
 type EventsResults struct {
-	Command  string        `json:"command"`
-	When     string        `json:"when"`
-	Commit   string        `json:"commit"`
-	Strategy string        `json:"strategy"`
-	Replicas int           `json:"replicas"`
-	VUs      int           `json:"vus"`
-	Repeats  int           `json:"repeats"`
-	Duration time.Duration `json:"duration_ns"`
-	Warmup   time.Duration `json:"warmup_ns"`
-	// The machine's cores and its one-minute load average before and after
-	// the section: other work on a shared machine shows there.
-	Cores      int            `json:"cores"`
-	LoadBefore float64        `json:"load_before"`
-	LoadAfter  float64        `json:"load_after"`
-	NotRun     string         `json:"not_run,omitempty"` // why nothing was measured (no nats-server)
-	Runs       []EventsRun    `json:"runs"`
-	Points     []EventsPoint  `json:"points"`
-	Costs      []EventsCost   `json:"costs"`
-	CatchUp    *CatchUpResult `json:"catch_up,omitempty"`
+	onOff
+	NotRun  string         `json:"not_run,omitempty"` // why nothing was measured (no nats-server)
+	Runs    []EventsRun    `json:"runs"`
+	Points  []EventsPoint  `json:"points"`
+	Costs   []EventsCost   `json:"costs"`
+	CatchUp *CatchUpResult `json:"catch_up,omitempty"`
 }
 
 // EventsRun is one run of one configuration.

@@ -217,7 +217,7 @@ func TestEventsSectionFromJSON(t *testing.T) {
 
 // Without nats-server the section says why, and nothing else.
 func TestEventsNotRun(t *testing.T) {
-	e := EventsResults{Command: "go run ./cmd/bench", When: "2026-11-27T10:00:00Z", NotRun: "nats-server is not on the PATH"}
+	e := EventsResults{onOff: onOff{Command: "go run ./cmd/bench", When: "2026-11-27T10:00:00Z"}, NotRun: "nats-server is not on the PATH"}
 	var md bytes.Buffer
 	e.markdown(&md, "benchmarks")
 	if want := "## Stock events\n\nNot run by `go run ./cmd/bench` on 2026-11-27T10:00:00Z: nats-server is not on the PATH.\n"; md.String() != want {

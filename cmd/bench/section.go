@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // writeResults writes a section's results, v, as dir/name.json and its chart
@@ -69,4 +72,30 @@ func loadNote(cores int, before, after float64) string {
 		note += fmt.Sprintf(": the benchmark's own processes keep it above the %d cores", cores)
 	}
 	return note
+}
+
+// onOff is how an on-against-off section (events, authentication) was run,
+// the head of its results: the command, the commit, the strategy, the load,
+// and the machine's cores and its one-minute load average before and after
+// the section (other work on a shared machine shows there).
+type onOff struct {
+	Command    string        `json:"command"`
+	When       string        `json:"when"`
+	Commit     string        `json:"commit"`
+	Strategy   string        `json:"strategy"`
+	Replicas   int           `json:"replicas"`
+	VUs        int           `json:"vus"`
+	Repeats    int           `json:"repeats"`
+	Duration   time.Duration `json:"duration_ns"`
+	Warmup     time.Duration `json:"warmup_ns"`
+	Cores      int           `json:"cores"`
+	LoadBefore float64       `json:"load_before"`
+	LoadAfter  float64       `json:"load_after"`
+}
+
+// newOnOff is the head of an on-against-off section measured now on the
+// default strategy at vus.
+func newOnOff(o options, m Machine, vus int) onOff {
+	return onOff{Command: o.command, When: m.When, Commit: m.Commit, Strategy: string(orders.DefaultStrategy), Replicas: o.replicas,
+		VUs: vus, Repeats: o.profile.Repeats, Duration: o.profile.Duration, Warmup: lockWarmup, Cores: m.Cores, LoadBefore: loadAverage()}
 }
