@@ -173,12 +173,12 @@ func (c *eventsCluster) count(ctx context.Context, q string, args ...any) int64 
 }
 
 // undelivered counts the events the stream has not had, of those with an id
-// up to through (all when through is 0): not placed in the feed yet, or
-// placed past the stream's cursor (event_cursors, "nats"), which the relay
-// moves only past what JetStream acknowledged.
+// up to through (all when through is 0): past the stream's cursor
+// (event_cursors, "nats"), which the relay moves only past what JetStream
+// acknowledged. An event's id is its position in the feed.
 func (c *eventsCluster) undelivered(ctx context.Context, through int64) int64 {
 	const q = `SELECT COUNT(*) FROM stock_events
-		WHERE (position IS NULL OR position > COALESCE((SELECT through FROM event_cursors WHERE name = $1), 0)) AND ($2 = 0 OR id <= $2)`
+		WHERE id > COALESCE((SELECT through FROM event_cursors WHERE name = $1), 0) AND ($2 = 0 OR id <= $2)`
 	return c.count(ctx, q, orders.DestinationNATS, through)
 }
 

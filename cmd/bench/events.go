@@ -163,10 +163,10 @@ func fmtMS(s float64) string {
 	return fmt.Sprintf("%.1f", 1e3*s)
 }
 
-// backlogSQL is the relay's backlog as the database has it: the events not
-// placed in the feed yet, and those placed after the stream's cursor (the
-// query of the store's EventBacklog, in one statement).
-const backlogSQL = "SELECT COUNT(*) FROM stock_events WHERE position IS NULL OR position > " +
+// backlogSQL is the relay's backlog as the database has it: the events after
+// the stream's cursor (the query of the store's EventBacklog; an event's id is
+// its position in the feed).
+const backlogSQL = "SELECT COUNT(*) FROM stock_events WHERE id > " +
 	"COALESCE((SELECT through FROM event_cursors WHERE name = '" + orders.DestinationNATS + "'), 0)"
 
 // catchUp runs the hot SKU with events to a NATS of its own, stops that NATS

@@ -3,7 +3,6 @@ package gormstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -20,11 +19,11 @@ import (
 // held from that update to the commit, orders a SKU's events: the one numbered
 // n+1 is written after the one numbered n committed, so its id is larger.
 
-// eventRow is one event. Position is its place in the feed, given after its
-// commit by the relay (PlaceEvents), in commit order. It is the one column
-// written after the insert: what a destination has had is one cursor per
-// destination (cursorRow), not a column per event, since every destination
-// takes the feed in order.
+// eventRow is one event. Its id, from the database's sequence at its insert,
+// is its place in the feed (feed.go), and no column is written after the
+// insert: what a destination has had is one cursor per destination
+// (cursorRow), not a column per event, since every destination takes the feed
+// in order.
 type eventRow struct {
 	ID         int64     `gorm:"column:id;primaryKey;autoIncrement"`
 	SKU        string    `gorm:"column:sku;size:64;not null"`
@@ -42,7 +41,6 @@ type eventRow struct {
 	OrderID    *string   `gorm:"column:order_id;size:40"`
 	HoldID     *string   `gorm:"column:reservation_id;size:40"`
 	CreatedAt  time.Time `gorm:"column:created_at;not null"`
-	Position   *int64    `gorm:"column:position;uniqueIndex:idx_stock_events_position"`
 
 	created any `gorm:"-"` // what values writes as created_at
 }
@@ -66,9 +64,7 @@ func (r eventRow) event() orders.Event {
 		Change:    orders.Levels{Available: r.DAvailable, Reserved: r.DReserved, Sold: r.DSold, Stocked: r.DStocked},
 		Counters:  orders.Levels{Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked},
 		CreatedAt: r.CreatedAt.UTC()}
-	if r.Position != nil {
-		e.Position, e.ID = *r.Position, orders.EventID(*r.Position)
-	}
+	e.Position, e.ID = r.ID, orders.EventID(r.ID)
 	if r.OrderID != nil {
 		e.OrderID = *r.OrderID
 	}
@@ -192,75 +188,6 @@ func (cursorRow) TableName() string { return "event_cursors" }
 
 // The relay's side.
 
-var _ orders.EventStore = (*Store)(nil)
-
-// PlaceEvents gives up to limit committed events without a position the next
-// positions, in id order. The relay's lease (lead) serializes it: a former
-// relay's token is refused, and the leader_fences row it updates stays locked
-// to the commit, so two placements never interleave. A SKU's events are
-// committed in their order, and each one's id is larger than its
-// predecessor's, so each SKU's events are placed in their order.
-func (s *Store) PlaceEvents(ctx context.Context, limit int, leader orders.Leader) (int, error) {
-	n := 0
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		if err := s.lead(tx, leader); err != nil {
-			return err
-		}
-		if tx.Name() == "postgres" {
-			// One statement: the next positions counted on from the last, in
-			// id order, by a window over the events not placed yet.
-			res := tx.Exec(`UPDATE stock_events e SET position = v.pos FROM (
-  SELECT id, (SELECT COALESCE(MAX(position), 0) FROM stock_events) + row_number() OVER (ORDER BY id) AS pos
-  FROM stock_events WHERE position IS NULL ORDER BY id LIMIT ?) v WHERE e.id = v.id`, limit)
-			n = int(res.RowsAffected)
-			return res.Error
-		}
-		var ids []int64
-		if err := tx.Model(&eventRow{}).Where("position IS NULL").Order("id").Limit(limit).Pluck("id", &ids).Error; err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		var last *int64
-		if err := tx.Model(&eventRow{}).Select("MAX(position)").Scan(&last).Error; err != nil {
-			return err
-		}
-		base := int64(0)
-		if last != nil {
-			base = *last
-		}
-		var q strings.Builder
-		args := make([]any, 0, 2*len(ids)+1)
-		q.WriteString("UPDATE stock_events SET position = CASE id")
-		then := " WHEN ? THEN " + bigint(tx)
-		for i, id := range ids {
-			q.WriteString(then)
-			args = append(args, id, base+int64(i)+1)
-		}
-		q.WriteString(" END WHERE id IN ?")
-		args = append(args, ids)
-		if err := tx.Exec(q.String(), args...).Error; err != nil {
-			return err
-		}
-		n = len(ids)
-		return nil
-	})
-	return n, unavailable("place events", err)
-}
-
-// bigint is a bound parameter typed as the position's column, which
-// PostgreSQL needs in a CASE.
-func bigint(tx *gorm.DB) string {
-	switch tx.Name() {
-	case "postgres":
-		return "CAST(? AS BIGINT)"
-	case "mysql":
-		return "CAST(? AS SIGNED)"
-	}
-	return "?"
-}
-
 // Delivered reads how far destination has had the feed: 0 for none yet.
 func (s *Store) Delivered(ctx context.Context, destination string) (int64, error) {
 	db, cancel := s.conn(ctx)
@@ -281,21 +208,13 @@ func (s *Store) MarkDelivered(ctx context.Context, destination string, through i
 		if err := s.lead(tx, leader); err != nil {
 			return err
 		}
-		res := tx.Exec("UPDATE event_cursors SET through = ? WHERE name = ? AND through < ?", through, destination, through)
-		if res.Error != nil || res.RowsAffected == 1 {
-			return res.Error
-		}
-		var n int64
-		if err := tx.Model(&cursorRow{}).Where("name = ?", destination).Count(&n).Error; err != nil || n > 0 {
-			return err // there, and at or past through already
-		}
-		return tx.Create(&cursorRow{Name: destination, Through: through}).Error
+		return moveCursor(tx, destination, through)
 	})
 	return unavailable("mark events delivered", err)
 }
 
-// Events lists up to limit events after position after, in feed order: one
-// range read of the position's index.
+// Events lists up to limit events after position after and at or before the
+// feed's end, in feed order: one range read of the primary key.
 func (s *Store) Events(ctx context.Context, after int64, limit int) ([]orders.Event, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
@@ -305,13 +224,14 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]orders.Ev
 
 // eventColumns are what readEvents scans, in eventRow's order.
 const eventColumns = "id, sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked, " +
-	"available, reserved, sold, stocked, order_id, reservation_id, created_at, position"
+	"available, reserved, sold, stocked, order_id, reservation_id, created_at"
 
 // readEvents reads events in feed order with a scan of its own rather than
 // GORM's Find, which reflects on every field of every row: the relay reads
 // every event once, and this was most of its cost.
 func readEvents(db *gorm.DB, after int64, limit int) ([]orders.Event, error) {
-	rows, err := db.Raw("SELECT "+eventColumns+" FROM stock_events WHERE position > ? ORDER BY position LIMIT ?", after, limit).Rows()
+	rows, err := db.Raw("SELECT "+eventColumns+" FROM stock_events WHERE id > ? AND id <= "+
+		"(SELECT through FROM event_cursors WHERE name = ?) ORDER BY id LIMIT ?", after, FeedEnd, limit).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +240,7 @@ func readEvents(db *gorm.DB, after int64, limit int) ([]orders.Event, error) {
 	for rows.Next() {
 		var r eventRow
 		if err := rows.Scan(&r.ID, &r.SKU, &r.Seq, &r.Type, &r.Quantity, &r.DAvailable, &r.DReserved, &r.DSold, &r.DStocked,
-			&r.Available, &r.Reserved, &r.Sold, &r.Stocked, &r.OrderID, &r.HoldID, &r.CreatedAt, &r.Position); err != nil {
+			&r.Available, &r.Reserved, &r.Sold, &r.Stocked, &r.OrderID, &r.HoldID, &r.CreatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, r.event())
@@ -328,29 +248,21 @@ func readEvents(db *gorm.DB, after int64, limit int) ([]orders.Event, error) {
 	return out, rows.Err()
 }
 
-// EventBacklog counts the events not placed yet or placed after position
-// after, and reads the oldest one's time: two index reads each.
+// EventBacklog counts the events committed after position after, in the
+// feed or not yet, and reads the oldest one's time: two index reads.
 func (s *Store) EventBacklog(ctx context.Context, after int64) (orders.Backlog, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	var b orders.Backlog
-	var unplaced, placed int64
-	if err := db.Model(&eventRow{}).Where("position IS NULL").Count(&unplaced).Error; err != nil {
+	if err := db.Model(&eventRow{}).Where("id > ?", after).Count(&b.Events).Error; err != nil {
 		return b, unavailable("event backlog", err)
 	}
-	if err := db.Model(&eventRow{}).Where("position > ?", after).Count(&placed).Error; err != nil {
-		return b, unavailable("event backlog", err)
+	if b.Events == 0 {
+		return b, nil
 	}
-	b.Events = unplaced + placed
 	var first []eventRow
-	if placed > 0 {
-		if err := db.Select("id", "created_at").Where("position > ?", after).Order("position").Limit(1).Find(&first).Error; err != nil {
-			return b, unavailable("event backlog", err)
-		}
-	} else if unplaced > 0 {
-		if err := db.Select("id", "created_at").Where("position IS NULL").Order("id").Limit(1).Find(&first).Error; err != nil {
-			return b, unavailable("event backlog", err)
-		}
+	if err := db.Select("id", "created_at").Where("id > ?", after).Order("id").Limit(1).Find(&first).Error; err != nil {
+		return b, unavailable("event backlog", err)
 	}
 	if len(first) == 1 {
 		b.Oldest = first[0].CreatedAt.UTC()
@@ -358,11 +270,12 @@ func (s *Store) EventBacklog(ctx context.Context, after int64) (orders.Backlog, 
 	return b, nil
 }
 
-// PurgeEvents deletes up to limit events placed at or before through and
-// written before cutoff, oldest first. The last placed event is kept
-// whatever its age: the next position is counted from it, and a feed that
-// started again at 1 would be skipped by every cursor past it (a webhook's, a
-// feed reader's).
+// PurgeEvents deletes up to limit events at or before through and the feed's
+// end, and written before cutoff, oldest first. The last event is kept
+// whatever its age: a database that counts its ids on from the largest one
+// (SQLite without AUTOINCREMENT, MySQL before 8 after a restart) would give
+// its id again, and every cursor past it (a webhook's, a feed reader's) would
+// skip the new event.
 func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader orders.Leader) (int, error) {
 	n := 0
 	err := s.tx(ctx, func(tx *gorm.DB) error {
@@ -370,13 +283,17 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64
 			return err
 		}
 		var last *int64
-		if err := tx.Model(&eventRow{}).Select("MAX(position)").Scan(&last).Error; err != nil || last == nil {
+		if err := tx.Model(&eventRow{}).Select("MAX(id)").Scan(&last).Error; err != nil || last == nil {
 			return err
 		}
-		through = min(through, *last-1)
+		end, err := feedEnd(tx)
+		if err != nil {
+			return err
+		}
+		through = min(through, *last-1, end)
 		var ids []int64
-		if err := tx.Model(&eventRow{}).Where("position <= ? AND created_at < ?", through, cutoff.UTC()).
-			Order("position").Limit(limit).Pluck("id", &ids).Error; err != nil {
+		if err := tx.Model(&eventRow{}).Where("id <= ? AND created_at < ?", through, cutoff.UTC()).
+			Order("id").Limit(limit).Pluck("id", &ids).Error; err != nil {
 			return err
 		}
 		if len(ids) == 0 {
@@ -384,7 +301,10 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64
 		}
 		res := tx.Exec("DELETE FROM stock_events WHERE id IN ?", ids)
 		n = int(res.RowsAffected)
-		return res.Error
+		if res.Error != nil {
+			return res.Error
+		}
+		return moveCursor(tx, orders.CursorPurged, ids[len(ids)-1])
 	})
 	return n, unavailable("purge events", err)
 }

@@ -80,27 +80,20 @@ func testEvents(t *testing.T, kind string) {
 		t.Fatal(err) // B8 set
 	}
 
-	// Nothing is in the feed before the relay places it.
+	// Nothing is in the feed before the relay moves its end.
 	if evs, err := s.Events(ctx, 0, 100); err != nil || len(evs) != 0 {
-		t.Fatalf("feed before placing: %v %v", evs, err)
+		t.Fatalf("feed before its end moved: %v %v", evs, err)
 	}
-	placed := 0
-	for range 10 {
-		n, err := s.PlaceEvents(ctx, 4, relay)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		placed += n
+	end, err := s.Settle(ctx, relay)
+	if err != nil {
+		t.Fatal(err)
 	}
 	evs, err := s.Events(ctx, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if placed != 17 || len(evs) != 17 {
-		t.Fatalf("placed %d, listed %d events, want 17", placed, len(evs))
+	if len(evs) != 17 || evs[16].Position != end {
+		t.Fatalf("listed %d events, the last at %d, want 17 through the end %d", len(evs), evs[len(evs)-1].Position, end)
 	}
 	want := map[string][]orders.EventType{
 		"A-1": {"stock.restocked", "stock.restocked", "order.placed", "order.placed", "reservation.created",
@@ -128,8 +121,8 @@ func testEvents(t *testing.T, kind string) {
 		}
 	}
 	for i, e := range evs {
-		if e.ID != orders.EventID(int64(i+1)) || e.CreatedAt.IsZero() {
-			t.Errorf("event %d: id %s, created %v", i, e.ID, e.CreatedAt)
+		if e.ID != orders.EventID(e.Position) || (i > 0 && e.Position <= evs[i-1].Position) || e.CreatedAt.IsZero() {
+			t.Errorf("event %d: id %s after %d, created %v", i, e.ID, evs[max(i-1, 0)].Position, e.CreatedAt)
 		}
 	}
 	for _, e := range evs {
@@ -138,8 +131,8 @@ func testEvents(t *testing.T, kind string) {
 			t.Errorf("the confirm's event: %+v", e)
 		}
 	}
-	if page, err := s.Events(ctx, 15, 10); err != nil || len(page) != 2 || page[0].ID != "evt_16" {
-		t.Errorf("the feed after evt_15: %+v %v", page, err)
+	if page, err := s.Events(ctx, evs[14].Position, 10); err != nil || len(page) != 2 || page[0].ID != evs[15].ID {
+		t.Errorf("the feed after %s: %+v %v", evs[14].ID, page, err)
 	}
 
 	// Delivering, the backlog and the purge.
@@ -149,43 +142,49 @@ func testEvents(t *testing.T, kind string) {
 	if through, err := s.Delivered(ctx, "nats"); err != nil || through != 0 {
 		t.Fatalf("delivered through %d (%v) before any", through, err)
 	}
-	if err := s.MarkDelivered(ctx, "nats", 5, relay); err != nil {
+	if err := s.MarkDelivered(ctx, "nats", evs[4].Position, relay); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkDelivered(ctx, "nats", 3, relay); err != nil { // never back
+	if err := s.MarkDelivered(ctx, "nats", evs[2].Position, relay); err != nil { // never back
 		t.Fatal(err)
 	}
-	if through, err := s.Delivered(ctx, "nats"); err != nil || through != 5 {
-		t.Fatalf("delivered through %d (%v), want 5", through, err)
+	if through, err := s.Delivered(ctx, "nats"); err != nil || through != evs[4].Position {
+		t.Fatalf("delivered through %d (%v), want %d", through, err, evs[4].Position)
 	}
-	if b, err := s.EventBacklog(ctx, 5); err != nil || b.Events != 12 || !b.Oldest.Equal(evs[5].CreatedAt) {
-		t.Fatalf("backlog after 5: %+v %v", b, err)
+	if b, err := s.EventBacklog(ctx, evs[4].Position); err != nil || b.Events != 12 || !b.Oldest.Equal(evs[5].CreatedAt) {
+		t.Fatalf("backlog after the fifth: %+v %v", b, err)
 	}
 	future := clk.Now().Add(time.Hour) // the store's clock: WithClock's
-	if n, err := s.PurgeEvents(ctx, future, 3, 100, relay); err != nil || n != 3 {
-		t.Fatalf("purged %d (%v), want the 3 through position 3", n, err)
+	if n, err := s.PurgeEvents(ctx, future, evs[2].Position, 100, relay); err != nil || n != 3 {
+		t.Fatalf("purged %d (%v), want the 3 through the third", n, err)
 	}
-	if n, err := s.PurgeEvents(ctx, evs[0].CreatedAt, 100, 100, relay); err != nil || n != 0 {
+	if p, err := s.Delivered(ctx, orders.CursorPurged); err != nil || p != evs[2].Position {
+		t.Fatalf("the purge's cursor %d %v, want %d", p, err, evs[2].Position)
+	}
+	if n, err := s.PurgeEvents(ctx, evs[0].CreatedAt, 1<<62, 100, relay); err != nil || n != 0 {
 		t.Fatalf("purged %d (%v) of events written at or after the cutoff", n, err)
 	}
-	if page, err := s.Events(ctx, 0, 2); err != nil || len(page) != 2 || page[0].ID != "evt_4" {
+	if page, err := s.Events(ctx, 0, 2); err != nil || len(page) != 2 || page[0].ID != evs[3].ID {
 		t.Fatalf("the feed after the purge: %+v %v", page, err)
 	}
 
 	// A former relay writes nothing.
 	stale := orders.Leader{Name: relay.Name, Token: relay.Token - 1}
-	if _, err := s.PlaceEvents(ctx, 10, stale); !errors.Is(err, orders.ErrStaleLeader) {
-		t.Fatalf("a stale relay placed events: %v", err)
+	if _, err := s.Restock(ctx, "B-2", 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, stale); !errors.Is(err, orders.ErrStaleLeader) {
+		t.Fatalf("a stale relay moved the feed's end: %v", err)
 	}
 	if err := s.MarkDelivered(ctx, "nats", 6, stale); !errors.Is(err, orders.ErrStaleLeader) {
 		t.Fatalf("a stale relay moved a cursor: %v", err)
 	}
-	// An event not placed yet is in the backlog, whatever the cursor.
-	if _, err := s.Restock(ctx, "A-1", 1, 10); err != nil {
-		t.Fatal(err)
+	// An event past the feed's end is in the backlog, and not in the feed.
+	if b, err := s.EventBacklog(ctx, end); err != nil || b.Events != 1 {
+		t.Fatalf("backlog of one event past the end: %+v %v", b, err)
 	}
-	if b, err := s.EventBacklog(ctx, 1<<62); err != nil || b.Events != 1 {
-		t.Fatalf("backlog of one unplaced event: %+v %v", b, err)
+	if page, err := s.Events(ctx, end, 10); err != nil || len(page) != 0 {
+		t.Fatalf("the feed past its end: %+v %v", page, err)
 	}
 }
 
@@ -259,14 +258,8 @@ func eventsMatchRows(t *testing.T, s *gormstore.Store) error {
 			t.Fatalf("a key recorded meanwhile: %v", err)
 		}
 	}
-	for {
-		n, err := s.PlaceEvents(ctx, 100, relay)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
+	if _, err := s.Settle(ctx, relay); err != nil {
+		return err
 	}
 	evs, err := s.Events(ctx, 0, 100)
 	if err != nil {
@@ -303,8 +296,8 @@ func TestWithoutEvents(t *testing.T) {
 			if _, err := place(on, order("o2", orders.Item{SKU: "A-1", Quantity: 1}), nil, ""); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := on.PlaceEvents(ctx, 10, relay); err != nil || n != 1 {
-				t.Fatalf("placed %d (%v), want the one event written with events on", n, err)
+			if _, err := on.Settle(ctx, relay); err != nil {
+				t.Fatal(err)
 			}
 			evs, err := on.Events(ctx, 0, 10)
 			if err != nil || len(evs) != 1 || evs[0].Seq != 3 || evs[0].OrderID != "o2" {
@@ -387,7 +380,7 @@ func TestBatchEventsRideInItsStatements(t *testing.T) {
 				t.Errorf("a release: %d statements with events, %d without; want %d", on, off, want)
 			}
 			// The events were written, numbered, with the counters after each.
-			if _, err := s.PlaceEvents(ctx, 100, relay); err != nil {
+			if _, err := s.Settle(ctx, relay); err != nil {
 				t.Fatal(err)
 			}
 			evs, err := s.Events(ctx, 0, 100)

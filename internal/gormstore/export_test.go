@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // MigrateTo applies the migrations up to version, so that a test can build an
@@ -34,6 +37,40 @@ func (s *Store) WithEventsOutsideTransaction() *Store {
 	c := *s
 	c.eventsOutside = true
 	return &c
+}
+
+// TrustingTheSequence returns a store whose feed ends at the largest event id
+// committed, without waiting for the writes that took smaller ids (never in
+// the service: see Store.trustSequence). It has marks of its own.
+func (s *Store) TrustingTheSequence() *Store {
+	c := *s
+	c.trustSequence = true
+	c.feed = &feedMarks{end: -1}
+	return &c
+}
+
+// WithSettleAfter returns a store whose marks settle on MySQL d after they
+// were taken rather than mysqlSettle: tests that wait for the feed.
+func (s *Store) WithSettleAfter(d time.Duration) *Store {
+	c := *s
+	c.settleAfter = d
+	return &c
+}
+
+// Settle moves the feed's end until no mark waits, as the relay's rounds do,
+// for at most 10 s; it returns the end.
+func (s *Store) Settle(ctx context.Context, leader orders.Leader) (int64, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		end, err := s.AdvanceFeed(ctx, leader)
+		if err != nil || !end.Waiting {
+			return end.Through, err
+		}
+		if time.Now().After(deadline) {
+			return end.Through, fmt.Errorf("the feed's end still waits after 10 s, at %d", end.Through)
+		}
+		time.Sleep(5 * time.Millisecond) // a write still running: it ends on its own
+	}
 }
 
 // CountStatements makes db count the statements its transactions send (those

@@ -29,6 +29,7 @@ var migrations = []migration{
 	{7, "clients and their API keys; orders and holds owned by a client, for a customer", migrateV7},
 	{8, "webhook endpoints: disabled", migrateV8},
 	{9, "caps: units held per client and SKU, per customer and SKU; max_per_customer on skus", migrateV9},
+	{10, "stock events: the id is the feed's position, given at the insert; no position column", migrateV10},
 }
 
 // latest is the highest version of the migrations.
@@ -106,7 +107,7 @@ func migrateV3(tx *gorm.DB) error {
 func migrateV4(tx *gorm.DB) error {
 	m := binTables(tx).Migrator()
 	steps := []func() error{
-		func() error { return m.CreateTable(&eventRow{}, &cursorRow{}) },
+		func() error { return m.CreateTable(&eventRowV4{}, &cursorRow{}) },
 		func() error { return m.AddColumn(&skuRow{}, "EventSeq") },
 	}
 	for i, step := range steps {
@@ -125,10 +126,10 @@ func migrateV4(tx *gorm.DB) error {
 // numbers, with no gap and no repeat, from the stream.
 func migrateV6(tx *gorm.DB) error {
 	m := binTables(tx).Migrator()
-	if !m.HasIndex(&eventRow{}, "idx_stock_events_sku_seq") {
+	if !m.HasIndex(&eventRowV4{}, "idx_stock_events_sku_seq") {
 		return nil
 	}
-	return m.DropIndex(&eventRow{}, "idx_stock_events_sku_seq")
+	return m.DropIndex(&eventRowV4{}, "idx_stock_events_sku_seq")
 }
 
 // The tables as migration 1 made them: frozen here, so that migration 1 makes

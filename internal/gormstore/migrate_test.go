@@ -2,6 +2,7 @@ package gormstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -102,11 +103,76 @@ func TestMigrationDropsTheEventsSeqIndex(t *testing.T) {
 			if _, _, err := s.SetStock(ctx, "A-1", orders.StockSet{Available: 5}, 1); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.PlaceEvents(ctx, 10, orders.Leader{}); err != nil {
+			if _, err := s.Settle(ctx, orders.Leader{}); err != nil {
 				t.Fatal(err)
 			}
 			if evs, err := s.Events(ctx, 0, 10); err != nil || len(evs) != 1 || evs[0].Seq != 1 {
 				t.Fatalf("events after the migration: %+v %v; want the restock, seq 1", evs, err)
+			}
+		})
+	}
+}
+
+// A database of schema 9 has events the relay placed, in commit order (a late
+// commit placed after larger ids), and events it had not placed yet, with
+// cursors on the positions. Migration 10 places those, makes every id its
+// position, and new events number on past them: every cursor keeps its
+// meaning, and no event is skipped or listed twice.
+func TestMigrationMakesTheIdThePosition(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			db := openDB(t, kind)
+			ctx := context.Background()
+			if _, err := gormstore.MigrateTo(ctx, db, 9); err != nil {
+				t.Fatal(err)
+			}
+			// Six events, quantity 1..6 in id order; placed: 1→1, 2→2, 4→3,
+			// 5→4, 3→5 (committed late); 6 not yet.
+			for q := 1; q <= 6; q++ {
+				if err := db.Exec(`INSERT INTO stock_events (sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked,
+  available, reserved, sold, stocked, created_at) VALUES ('A-1', ?, 'stock.restocked', ?, 1, 0, 0, 1, 1, 0, 0, 1, ?)`,
+					q, q, time.Now().UTC()).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for q, p := range map[int]int{1: 1, 2: 2, 4: 3, 5: 4, 3: 5} {
+				if err := db.Exec("UPDATE stock_events SET position = ? WHERE quantity = ?", p, q).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Exec("INSERT INTO event_cursors (name, through) VALUES ('nats', 3)").Error; err != nil {
+				t.Fatal(err)
+			}
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != gormstore.MigrationsAfter(9) {
+				t.Fatalf("migrate: %d applied, %v", n, err)
+			}
+			if db.Migrator().HasColumn("stock_events", "position") {
+				t.Fatal("after migration 10: stock_events still has position")
+			}
+			s := gormstore.New(db, time.Now, 10*time.Second).WithSettleAfter(time.Millisecond)
+			if _, _, err := s.SetStock(ctx, "B-2", orders.StockSet{Available: 5}, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Settle(ctx, orders.Leader{}); err != nil {
+				t.Fatal(err)
+			}
+			through, err := s.Delivered(ctx, orders.DestinationNATS)
+			if err != nil || through != 3 {
+				t.Fatalf("the stream's cursor %d %v, want 3", through, err)
+			}
+			evs, err := s.Events(ctx, through, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range evs {
+				got = append(got, fmt.Sprintf("%s:%d@%d", e.SKU, e.Quantity, e.Position))
+			}
+			// After the cursor: what was placed at 4 and 5, then the unplaced
+			// one at 6, then the new event past them all.
+			if len(got) != 4 || got[0] != "A-1:5@4" || got[1] != "A-1:3@5" || got[2] != "A-1:6@6" ||
+				evs[3].SKU != "B-2" || evs[3].Position <= 6 {
+				t.Fatalf("the feed after the stream's cursor: %v; want A-1:5@4 A-1:3@5 A-1:6@6 and B-2's past 6", got)
 			}
 		})
 	}

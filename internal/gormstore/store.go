@@ -33,13 +33,23 @@ type Store struct {
 	// noEvents writes no events (WithoutEvents). Each SKU's event_seq still
 	// counts its changes, so events turned on again show the gap.
 	noEvents bool
+	// feed is the relay's marks of the feed (feed.go), shared by the copies
+	// the With methods make.
+	feed *feedMarks
+	// trustSequence ends the feed at the largest id committed, settling no
+	// mark: the reader that skips a write that commits late, for the test
+	// that shows the marks catching it.
+	trustSequence bool
+	// settleAfter is mysqlSettle but in tests.
+	settleAfter time.Duration
 }
 
 var _ orders.Store = (*Store)(nil)
 
 // New returns the store. now is the clock; timeout bounds every call.
 func New(db *gorm.DB, now func() time.Time, timeout time.Duration) *Store {
-	return &Store{db: db, now: func() time.Time { return now().UTC() }, timeout: timeout}
+	return &Store{db: db, now: func() time.Time { return now().UTC() }, timeout: timeout,
+		feed: &feedMarks{end: -1}, settleAfter: mysqlSettle}
 }
 
 // WithoutEvents returns a store that writes no stock events: for a

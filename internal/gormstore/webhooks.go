@@ -106,18 +106,16 @@ var (
 	_ orders.WebhookSwitch = (*Store)(nil)
 )
 
-// CreateWebhook stores the endpoint with its cursor at the feed's last
-// position, read in the same transaction: it gets the events placed after.
+// CreateWebhook stores the endpoint with its cursor at the feed's end, read in
+// the same transaction: it gets the events that reach the feed after.
 func (s *Store) CreateWebhook(ctx context.Context, w orders.Webhook) (orders.Webhook, error) {
 	row := webhookRow{ID: w.ID, URL: w.URL, Secret: w.Secret, CreatedAt: stamp(w.CreatedAt)}
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		var last *int64
-		if err := tx.Model(&eventRow{}).Select("MAX(position)").Scan(&last).Error; err != nil {
+		end, err := feedEnd(tx)
+		if err != nil {
 			return err
 		}
-		if last != nil {
-			row.Position = *last
-		}
+		row.Position = end
 		return tx.Create(&row).Error
 	})
 	if err != nil {

@@ -35,17 +35,23 @@ func testWebhooks(t *testing.T, kind string) {
 	mustRestock(t, s, "A-1", 10, 1)
 	mustRestock(t, s, "A-1", 10, 2)
 	mustRestock(t, s, "A-1", 10, 3)
-	if n, err := s.PlaceEvents(ctx, 10, relay); err != nil || n != 3 {
-		t.Fatalf("placed %d %v", n, err)
+	end, err := s.Settle(ctx, relay)
+	if err != nil {
+		t.Fatal(err)
 	}
+	evs, err := s.Events(ctx, 0, 10)
+	if err != nil || len(evs) != 3 || evs[2].Position != end {
+		t.Fatalf("the feed %+v %v, want 3 events through its end %d", evs, err, end)
+	}
+	p1, p2, p3 := evs[0].Position, evs[1].Position, evs[2].Position
 	b, err := s.CreateWebhook(ctx, orders.Webhook{ID: "wh_0b", URL: "http://b.example/", Secret: "whsec_b", CreatedAt: clk.Now()})
-	if err != nil || b.Position != 3 {
-		t.Fatalf("created %+v %v, want position 3 (the feed's last)", b, err)
+	if err != nil || b.Position != p3 {
+		t.Fatalf("created %+v %v, want position %d (the feed's last)", b, err, p3)
 	}
 	if _, err := s.CreateWebhook(ctx, orders.Webhook{ID: "wh_0b", URL: "http://c.example/", Secret: "s", CreatedAt: clk.Now()}); err == nil {
 		t.Fatal("an id twice was stored")
 	}
-	if got, err := s.Webhook(ctx, "wh_0b"); err != nil || got.URL != b.URL || got.Secret != "whsec_b" || got.Position != 3 {
+	if got, err := s.Webhook(ctx, "wh_0b"); err != nil || got.URL != b.URL || got.Secret != "whsec_b" || got.Position != p3 {
 		t.Fatalf("read %+v %v", got, err)
 	}
 	if _, err := s.Webhook(ctx, "wh_ff"); !errors.Is(err, orders.ErrNotFound) {
@@ -61,41 +67,41 @@ func testWebhooks(t *testing.T, kind string) {
 		t.Fatalf("lowest cursor %d %v %v, want 0", low, ok, err)
 	}
 
-	// a moves to 2 past a failure of event 2, then to 3.
+	// a moves to the second past a failure of it, then to the third.
 	first := clk.Now()
 	clk.Add(time.Minute)
-	fail := orders.WebhookFailure{Position: 2, Attempts: 7, LastError: strings.Repeat("x", 2000), FirstAttemptAt: first, FailedAt: clk.Now()}
-	if err := s.AdvanceWebhook(ctx, "wh_0a", 2, []orders.WebhookFailure{fail}, relay); err != nil {
+	fail := orders.WebhookFailure{Position: p2, Attempts: 7, LastError: strings.Repeat("x", 2000), FirstAttemptAt: first, FailedAt: clk.Now()}
+	if err := s.AdvanceWebhook(ctx, "wh_0a", p2, []orders.WebhookFailure{fail}, relay); err != nil {
 		t.Fatal(err)
 	}
 	// Again (a relay that did not see its commit): nothing moves, nothing twice.
-	if err := s.AdvanceWebhook(ctx, "wh_0a", 2, []orders.WebhookFailure{fail}, relay); err != nil {
+	if err := s.AdvanceWebhook(ctx, "wh_0a", p2, []orders.WebhookFailure{fail}, relay); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdvanceWebhook(ctx, "wh_0a", 1, nil, relay); err != nil {
+	if err := s.AdvanceWebhook(ctx, "wh_0a", p1, nil, relay); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Webhook(ctx, "wh_0a"); got.Position != 2 {
-		t.Fatalf("cursor %d, want 2 (never backwards)", got.Position)
+	if got, _ := s.Webhook(ctx, "wh_0a"); got.Position != p2 {
+		t.Fatalf("cursor %d, want %d (never backwards)", got.Position, p2)
 	}
 	fs, err := s.WebhookFailures(ctx, "wh_0a", 0, 10)
 	if err != nil || len(fs) != 1 {
 		t.Fatalf("failures %+v %v", fs, err)
 	}
-	if f := fs[0]; f.EventID != "evt_2" || f.WebhookID != "wh_0a" || f.Attempts != 7 || len(f.LastError) != 1000 ||
+	if f := fs[0]; f.EventID != orders.EventID(p2) || f.WebhookID != "wh_0a" || f.Attempts != 7 || len(f.LastError) != 1000 ||
 		!f.FirstAttemptAt.Equal(first) || !f.FailedAt.Equal(clk.Now()) {
 		t.Fatalf("failure %+v", f)
 	}
-	if fs, err := s.WebhookFailures(ctx, "wh_0a", 2, 10); err != nil || len(fs) != 0 {
+	if fs, err := s.WebhookFailures(ctx, "wh_0a", p2, 10); err != nil || len(fs) != 0 {
 		t.Fatalf("failures after evt_2: %+v %v", fs, err)
 	}
-	if low, _, _ := s.WebhooksThrough(ctx); low != 2 {
-		t.Fatalf("lowest cursor %d, want 2", low)
+	if low, _, _ := s.WebhooksThrough(ctx); low != p2 {
+		t.Fatalf("lowest cursor %d, want %d", low, p2)
 	}
 
 	// A former relay moves nothing; an endpoint deleted is not found.
 	stale := orders.Leader{Name: relay.Name, Token: relay.Token - 1}
-	if err := s.AdvanceWebhook(ctx, "wh_0a", 3, nil, stale); !errors.Is(err, orders.ErrStaleLeader) {
+	if err := s.AdvanceWebhook(ctx, "wh_0a", p3, nil, stale); !errors.Is(err, orders.ErrStaleLeader) {
 		t.Fatalf("a stale relay: %v", err)
 	}
 	if err := s.DeleteWebhook(ctx, "wh_0a"); err != nil {
@@ -104,27 +110,27 @@ func testWebhooks(t *testing.T, kind string) {
 	if err := s.DeleteWebhook(ctx, "wh_0a"); !errors.Is(err, orders.ErrNotFound) {
 		t.Fatalf("deleted twice: %v", err)
 	}
-	if err := s.AdvanceWebhook(ctx, "wh_0a", 3, nil, relay); !errors.Is(err, orders.ErrNotFound) {
+	if err := s.AdvanceWebhook(ctx, "wh_0a", p3, nil, relay); !errors.Is(err, orders.ErrNotFound) {
 		t.Fatalf("advanced a deleted endpoint: %v", err)
 	}
 	if fs, err := s.WebhookFailures(ctx, "wh_0a", 0, 10); err != nil || len(fs) != 0 {
 		t.Fatalf("failures of a deleted endpoint: %+v %v", fs, err)
 	}
-	if low, ok, _ := s.WebhooksThrough(ctx); !ok || low != 3 {
-		t.Fatalf("lowest cursor %d, want 3 (b's)", low)
+	if low, ok, _ := s.WebhooksThrough(ctx); !ok || low != p3 {
+		t.Fatalf("lowest cursor %d, want %d (b's)", low, p3)
 	}
 
 	// Purging every event keeps the last: the feed goes on from it, and b's
-	// cursor (3) is not passed by events numbered again from 1.
+	// cursor is not passed by events numbered again from 1.
 	if n, err := s.PurgeEvents(ctx, clk.Now().Add(time.Hour), 1<<62, 100, relay); err != nil || n != 2 {
 		t.Fatalf("purged %d %v, want 2 (all but the last)", n, err)
 	}
 	mustRestock(t, s, "A-1", 10, 4)
-	if n, err := s.PlaceEvents(ctx, 10, relay); err != nil || n != 1 {
-		t.Fatalf("placed %d %v", n, err)
+	if _, err := s.Settle(ctx, relay); err != nil {
+		t.Fatal(err)
 	}
-	if evs, err := s.Events(ctx, 3, 10); err != nil || len(evs) != 1 || evs[0].ID != "evt_4" {
-		t.Fatalf("the feed after b's cursor: %+v %v, want evt_4", evs, err)
+	if evs, err := s.Events(ctx, p3, 10); err != nil || len(evs) != 1 || evs[0].Seq != 4 {
+		t.Fatalf("the feed after b's cursor: %+v %v, want the fourth restock", evs, err)
 	}
 }
 

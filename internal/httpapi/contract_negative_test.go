@@ -887,9 +887,9 @@ func (s *acceptingStore) Events(_ context.Context, after int64, _ int) ([]orders
 		OrderID: "o-1", CreatedAt: s.now()}}, nil
 }
 
-func (s *acceptingStore) PlaceEvents(context.Context, int, orders.Leader) (int, error) {
+func (s *acceptingStore) AdvanceFeed(context.Context, orders.Leader) (orders.FeedEnd, error) {
 	s.writes.Add(1)
-	return 0, nil
+	return orders.FeedEnd{}, nil
 }
 
 func (s *acceptingStore) Delivered(context.Context, string) (int64, error) { return 0, nil }

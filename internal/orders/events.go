@@ -12,9 +12,11 @@ import (
 // transaction that changes them (the outbox): an event is never announced for
 // a change that did not commit, nor lost for one that did. Each SKU numbers
 // its events 1, 2, 3... with no gap (Seq), in the order the changes committed.
-// An elected relay then gives committed events their place in the feed
-// (Position, in commit order; the event's public ID is made from it) and
-// delivers them at least once: to NATS JetStream and to webhook endpoints.
+// Each event's place in the feed (Position; its public ID is made from it) is
+// given when it is written and never changes; a SKU's events are in the feed
+// in their Seq order. An elected relay moves the feed's end over the events
+// below which nothing can still commit, and delivers them at least once: to
+// NATS JetStream and to webhook endpoints.
 
 // EventType says what changed a SKU's counters.
 type EventType string
@@ -101,22 +103,39 @@ type Backlog struct {
 // has had every event through. Writes take the relay's lease (Leader), as the
 // sweeper's do, so a former relay cannot write after a newer one has.
 type EventStore interface {
-	// PlaceEvents gives up to limit committed events without a position the
-	// next positions of the feed, in the order they were written, and returns
-	// how many.
-	PlaceEvents(ctx context.Context, limit int, leader Leader) (int, error)
-	// Events lists up to limit events after position after, in feed order.
+	// AdvanceFeed moves the feed's end as far as nothing can still commit
+	// before it, and returns it: an event's position is given when it is
+	// written, in the order of the writes, and a write that took a smaller
+	// one may commit after a larger one did.
+	AdvanceFeed(ctx context.Context, leader Leader) (FeedEnd, error)
+	// Events lists up to limit events after position after, in feed order,
+	// up to the feed's end.
 	Events(ctx context.Context, after int64, limit int) ([]Event, error)
 	// Delivered reads the cursor of destination (0: nothing delivered yet);
-	// MarkDelivered moves it forward to through, never back.
+	// MarkDelivered moves it forward to through, never back. The cursor
+	// CursorPurged is the largest position purged (PurgeEvents moves it).
 	Delivered(ctx context.Context, destination string) (int64, error)
 	MarkDelivered(ctx context.Context, destination string, through int64, leader Leader) error
-	// EventBacklog reads the events not placed yet or placed after position
-	// after.
+	// EventBacklog reads the events committed after position after, in the
+	// feed or not yet.
 	EventBacklog(ctx context.Context, after int64) (Backlog, error)
-	// PurgeEvents deletes up to limit events placed at or before through and
-	// written before cutoff, and returns how many.
+	// PurgeEvents deletes up to limit events at or before through (and the
+	// feed's end) and written before cutoff, and returns how many.
 	PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader Leader) (int, error)
+}
+
+// CursorPurged names the cursor of the purge: every event at or before it
+// that was ever written is purged. Positions have gaps (a write that rolled
+// back took one), so a reader behind tells events purged from positions never
+// used by it.
+const CursorPurged = "purged"
+
+// FeedEnd is where the feed ends: every event at or before Through that will
+// ever commit has. Waiting says that events after it have committed and wait
+// for a write that took a smaller position to end.
+type FeedEnd struct {
+	Through int64
+	Waiting bool
 }
 
 // Stream is where the relay publishes events: NATS JetStream. Publish sends

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
@@ -12,8 +11,9 @@ import (
 // The relay: the job that takes the outbox's events to the feed and the
 // stream, once per cluster, as the sweeper is: every replica runs RunRelay,
 // the holder of the relay's lease works, and the database checks its token on
-// each write. It gives committed events their feed positions (in commit order),
-// publishes them to the stream in that order and moves the stream's cursor
+// each write. It moves the feed's end over the committed events below which
+// no write can still commit one (an event's position is its id, given at its
+// insert: orders.EventStore), publishes them to the stream in feed order and moves the stream's cursor
 // past them only after the stream acknowledged them (so a relay that dies
 // between the two publishes them again, and the stream drops the duplicate by
 // its id), and purges events written more than a retention ago that every
@@ -28,6 +28,10 @@ const (
 	relayPurgeRound = 1000
 	relayBacklogAge = time.Second // how often the leader reads the backlog
 	relayMaxBackoff = 5 * time.Second
+	// relaySettlePoll is how soon the relay looks again when committed events
+	// wait for a write that took a smaller position: writes end within
+	// milliseconds, and the events' delivery lag is this plus the write.
+	relaySettlePoll = 10 * time.Millisecond
 )
 
 // RunRelay contends for the relay's lease until ctx ends, and relays while it
@@ -109,6 +113,8 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 			backoff = s.cfg.RelayInterval
 		case busy:
 			backoff, wait = s.cfg.RelayInterval, 0
+		case r.end.Waiting:
+			backoff, wait = s.cfg.RelayInterval, min(relaySettlePoll, s.cfg.RelayInterval)
 		default:
 			backoff = s.cfg.RelayInterval
 		}
@@ -121,41 +127,41 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 	}
 }
 
-// relaying is one lead of the relay: its grant, and the stream's cursor (-1
-// until read from the database).
+// relaying is one lead of the relay: its grant, the stream's cursor (-1
+// until read from the database) and the feed's end as the last round left it.
 type relaying struct {
 	s      *Service
 	g      orders.Grant
 	cursor int64
+	end    orders.FeedEnd
 }
 
 func (r *relaying) leader(f orders.Fences) orders.Leader {
 	return orders.Leader{Name: RelayLease, Token: f[RelayLease]}
 }
 
-// through is the position the stream has had every event through: all the
-// feed without a stream.
+// through is the position the stream has had every event through: the
+// feed's end without a stream.
 func (r *relaying) through() int64 {
 	if r.s.stream == nil {
-		return math.MaxInt64
+		return r.end.Through
 	}
 	return max(r.cursor, 0)
 }
 
-// round places the committed events in the feed and publishes the next ones
+// round moves the feed's end and publishes the next events
 // the stream has not had, moving its cursor past those it acknowledged; busy
 // says a batch was full, progressed that the stream acknowledged some events
 // (even if it failed on the rest).
 func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error) {
 	s := r.s
-	var placed int
 	err = s.fenced(ctx, r.g, func(f orders.Fences) error {
-		var err error
-		placed, err = s.events.PlaceEvents(ctx, relayBatch, r.leader(f))
+		end, err := s.events.AdvanceFeed(ctx, r.leader(f))
+		r.end = end
 		return err
 	})
 	if err != nil || s.stream == nil {
-		return placed == relayBatch, false, err
+		return false, false, err
 	}
 	if r.cursor < 0 {
 		if r.cursor, err = s.events.Delivered(ctx, orders.DestinationNATS); err != nil {
@@ -165,7 +171,7 @@ func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error)
 	}
 	evs, err := s.events.Events(ctx, r.cursor, relayBatch)
 	if err != nil || len(evs) == 0 {
-		return placed == relayBatch, false, err
+		return false, false, err
 	}
 	acked, perr := s.stream.Publish(ctx, evs)
 	if acked > 0 {
@@ -188,7 +194,7 @@ func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error)
 		s.eobs.EventPublishFailed(orders.DestinationNATS)
 		return false, acked > 0, perr
 	}
-	return placed == relayBatch || len(evs) == relayBatch, acked > 0, nil
+	return len(evs) == relayBatch, acked > 0, nil
 }
 
 // purge deletes, in bounded rounds, the events written more than

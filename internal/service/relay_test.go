@@ -436,3 +436,25 @@ func TestRelayPublishesFromTheLeaseHolderOnly(t *testing.T) {
 }
 
 func (c *eventCounts) WebhookAttempt(string) {}
+
+// settleFeed moves the feed's end until no event waits for a write that took
+// a smaller position (writes of other tests on the same server end on their
+// own), for at most 10 s, and returns it.
+func settleFeed(t *testing.T, s orders.EventStore) int64 {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		end, err := s.AdvanceFeed(ctx, orders.Leader{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !end.Waiting {
+			return end.Through
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed's end still waits after 10 s, at %d", end.Through)
+		}
+		time.Sleep(5 * time.Millisecond) // a write still running: it ends on its own
+	}
+}

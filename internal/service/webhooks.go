@@ -326,12 +326,24 @@ func (s *Service) serveWebhook(ctx context.Context, g orders.Grant, leader func(
 		}
 		backoff = s.cfg.RelayInterval
 		if first := evs[0].Position; first > through+1 {
-			// Positions have no gap: those before the first left were purged,
-			// the endpoint behind for longer than purgePasses keeps them.
-			if !s.advanceWebhook(ctx, g, leader, ep.ID, first-1, []orders.WebhookFailure{purged(ep.ID, through+1, first-1, s.now())}) {
-				return
+			// A gap: positions never used (a write that rolled back took
+			// them), or events purged before the endpoint had them, when it
+			// was behind for longer than purgePasses keeps them.
+			p, err := s.events.Delivered(ctx, orders.CursorPurged)
+			if err != nil {
+				s.log.WarnContext(ctx, "webhooks: the purge's cursor not read", "webhook", ep.ID, "err", err)
+				if !s.wait(ctx, backoff) {
+					return
+				}
+				continue
 			}
-			through = first - 1
+			if p > through {
+				to := min(p, first-1)
+				if !s.advanceWebhook(ctx, g, leader, ep.ID, to, []orders.WebhookFailure{purged(ep.ID, through+1, to, s.now())}) {
+					return
+				}
+				through = to
+			}
 		}
 		var lags []time.Duration
 		done := through // delivered through, not yet written
@@ -404,8 +416,8 @@ func (s *Service) disableWebhook(ctx context.Context, g orders.Grant, leader fun
 // position to purged before an endpoint had them: never attempted.
 func purged(webhookID string, from, to int64, now time.Time) orders.WebhookFailure {
 	return orders.WebhookFailure{WebhookID: webhookID, EventID: orders.EventID(from), Position: from, Attempts: 0,
-		LastError: fmt.Sprintf("events %s to %s (%d) were purged before they were delivered: the endpoint was behind by more than twice the event retention",
-			orders.EventID(from), orders.EventID(to), to-from+1),
+		LastError: fmt.Sprintf("the events from %s to %s were purged before they were delivered: the endpoint was behind by more than twice the event retention",
+			orders.EventID(from), orders.EventID(to)),
 		FirstAttemptAt: now, FailedAt: now}
 }
 
