@@ -200,7 +200,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	limits := rateLimits{ratelimit.New(rdb, ratelimit.Options{Namespace: cfg.namespace, Logger: log,
 		FailedAuth: ratelimit.Limit{PerSecond: cfg.failedAuthRate, Burst: cfg.failedAuthBurst}})}
 	//nolint:contextcheck // gin handlers take their context from the request
-	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
+	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Republisher: svc, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
 		svc, ready, apiMetrics, reg, log)
 

@@ -1,6 +1,7 @@
 package gormstore
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"time"
@@ -202,15 +203,54 @@ func (s *Store) Delivered(ctx context.Context, destination string) (int64, error
 	return rows[0].Through, nil
 }
 
-// MarkDelivered moves destination's cursor forward to through, never back.
-func (s *Store) MarkDelivered(ctx context.Context, destination string, through int64, leader orders.Leader) error {
+// MarkDelivered moves destination's cursor from from to through: a
+// compare-and-set, so that a relay that read the cursor before an operator
+// rewound it does not move it past the events to deliver again.
+func (s *Store) MarkDelivered(ctx context.Context, destination string, from, through int64, leader orders.Leader) error {
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := s.lead(tx, leader); err != nil {
 			return err
 		}
-		return moveCursor(tx, destination, through)
+		res := tx.Exec("UPDATE event_cursors SET through = ? WHERE name = ? AND through = ?", through, destination, from)
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error
+		}
+		var rows []cursorRow
+		if err := tx.Where("name = ?", destination).Limit(1).Find(&rows).Error; err != nil {
+			return err
+		}
+		switch {
+		case len(rows) == 0 && from == 0:
+			return tx.Create(&cursorRow{Name: destination, Through: through}).Error
+		case len(rows) == 1 && rows[0].Through == through:
+			return nil // MySQL counts a row set to what it was as not affected
+		}
+		return fmt.Errorf("%w: %s is not at %d", orders.ErrCursorMoved, destination, from)
 	})
+	if errors.Is(err, orders.ErrCursorMoved) {
+		return err
+	}
 	return unavailable("mark events delivered", err)
+}
+
+// RewindDelivered moves destination's cursor back to to, and returns where it
+// was.
+func (s *Store) RewindDelivered(ctx context.Context, destination string, to int64) (int64, error) {
+	var was int64
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		var rows []cursorRow
+		if err := tx.Where("name = ?", destination).Limit(1).Find(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 1 {
+			was = rows[0].Through
+		}
+		if to > was {
+			return fmt.Errorf("%w: the cursor of %s is at %d, before %d: nothing to deliver again", orders.ErrInvalid, destination, was, to)
+		}
+		return tx.Exec("UPDATE event_cursors SET through = ? WHERE name = ?", to, destination).Error
+	})
+	return was, unavailable("rewind events delivered", err)
 }
 
 // Events lists up to limit events after position after and at or before the

@@ -142,14 +142,29 @@ func testEvents(t *testing.T, kind string) {
 	if through, err := s.Delivered(ctx, "nats"); err != nil || through != 0 {
 		t.Fatalf("delivered through %d (%v) before any", through, err)
 	}
-	if err := s.MarkDelivered(ctx, "nats", evs[4].Position, relay); err != nil {
+	if err := s.MarkDelivered(ctx, "nats", 0, evs[4].Position, relay); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkDelivered(ctx, "nats", evs[2].Position, relay); err != nil { // never back
-		t.Fatal(err)
+	// A relay that read the cursor before it moved moves nothing.
+	if err := s.MarkDelivered(ctx, "nats", 0, evs[2].Position, relay); !errors.Is(err, orders.ErrCursorMoved) {
+		t.Fatalf("a move from where the cursor no longer is: %v", err)
 	}
 	if through, err := s.Delivered(ctx, "nats"); err != nil || through != evs[4].Position {
 		t.Fatalf("delivered through %d (%v), want %d", through, err, evs[4].Position)
+	}
+	// An operator rewinds the cursor; the relay that read it before moves
+	// nothing, and a rewind past it is refused.
+	if was, err := s.RewindDelivered(ctx, "nats", evs[1].Position); err != nil || was != evs[4].Position {
+		t.Fatalf("rewound from %d (%v), want %d", was, err, evs[4].Position)
+	}
+	if err := s.MarkDelivered(ctx, "nats", evs[4].Position, evs[6].Position, relay); !errors.Is(err, orders.ErrCursorMoved) {
+		t.Fatalf("a move from before the rewind: %v", err)
+	}
+	if _, err := s.RewindDelivered(ctx, "nats", evs[6].Position); !errors.Is(err, orders.ErrInvalid) {
+		t.Fatalf("a rewind past the cursor: %v", err)
+	}
+	if err := s.MarkDelivered(ctx, "nats", evs[1].Position, evs[4].Position, relay); err != nil {
+		t.Fatal(err)
 	}
 	if b, err := s.EventBacklog(ctx, evs[4].Position); err != nil || b.Events != 12 || !b.Oldest.Equal(evs[5].CreatedAt) {
 		t.Fatalf("backlog after the fifth: %+v %v", b, err)
@@ -176,7 +191,7 @@ func testEvents(t *testing.T, kind string) {
 	if _, err := s.Settle(ctx, stale); !errors.Is(err, orders.ErrStaleLeader) {
 		t.Fatalf("a stale relay moved the feed's end: %v", err)
 	}
-	if err := s.MarkDelivered(ctx, "nats", 6, stale); !errors.Is(err, orders.ErrStaleLeader) {
+	if err := s.MarkDelivered(ctx, "nats", evs[4].Position, evs[5].Position, stale); !errors.Is(err, orders.ErrStaleLeader) {
 		t.Fatalf("a stale relay moved a cursor: %v", err)
 	}
 	// An event past the feed's end is in the backlog, and not in the feed.

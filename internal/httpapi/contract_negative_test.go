@@ -649,7 +649,7 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 			WebhookGuard: webhook.NewGuard().WithResolver(noLookup{})}, log, time.Now)
 	reg := prometheus.NewRegistry()
 	clients := auth.NewManager(st, auth.Defaults{MaxUnitsHeldPerSKU: 10, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1}}, nil, nil)
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients}, svc, nil,
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients, Republisher: svc}, svc, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -894,9 +894,14 @@ func (s *acceptingStore) AdvanceFeed(context.Context, orders.Leader) (orders.Fee
 
 func (s *acceptingStore) Delivered(context.Context, string) (int64, error) { return 0, nil }
 
-func (s *acceptingStore) MarkDelivered(context.Context, string, int64, orders.Leader) error {
+func (s *acceptingStore) MarkDelivered(context.Context, string, int64, int64, orders.Leader) error {
 	s.writes.Add(1)
 	return nil
+}
+
+func (s *acceptingStore) RewindDelivered(_ context.Context, _ string, to int64) (int64, error) {
+	s.writes.Add(1)
+	return to + 10, nil
 }
 
 func (s *acceptingStore) EventBacklog(context.Context, int64) (orders.Backlog, error) {

@@ -27,6 +27,7 @@ func (s *server) routes(r *gin.Engine) {
 	s.route(r, http.MethodPut, "/v1/skus/:sku", s.setStock, orders.ScopeStockWrite)
 	s.route(r, http.MethodPost, "/v1/skus/:sku/restock", s.restock, orders.ScopeStockWrite)
 	s.route(r, http.MethodGet, "/v1/events", s.listEvents, orders.ScopeEventsRead)
+	s.route(r, http.MethodPost, "/v1/events/republish", s.republishEvents, orders.ScopeAdmin)
 	s.route(r, http.MethodGet, "/v1/audit", s.audit, orders.ScopeAdmin)
 	s.route(r, http.MethodPost, "/v1/webhooks", s.createWebhook, orders.ScopeWebhooksWrite)
 	s.route(r, http.MethodGet, "/v1/webhooks", s.listWebhooks, orders.ScopeWebhooksWrite)

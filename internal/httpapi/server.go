@@ -52,6 +52,9 @@ type Config struct {
 	AdminToken string
 	// Clients is the clients' admin API (nil: its routes answer 404).
 	Clients Clients
+	// Republisher rewinds the stream (nil: POST /v1/events/republish
+	// answers 404).
+	Republisher Republisher
 	// Limiter applies the rate limits (nil: none).
 	Limiter Limiter
 	// NoAuth takes every request as the admin's, unchecked and unlimited:

@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -112,16 +113,37 @@ type EventStore interface {
 	// up to the feed's end.
 	Events(ctx context.Context, after int64, limit int) ([]Event, error)
 	// Delivered reads the cursor of destination (0: nothing delivered yet);
-	// MarkDelivered moves it forward to through, never back. The cursor
-	// CursorPurged is the largest position purged (PurgeEvents moves it).
+	// MarkDelivered moves it from from to through, and fails with
+	// ErrCursorMoved when it is not at from (an operator rewound it:
+	// RewindDelivered). The cursor CursorPurged is the largest position
+	// purged (PurgeEvents moves it).
 	Delivered(ctx context.Context, destination string) (int64, error)
-	MarkDelivered(ctx context.Context, destination string, through int64, leader Leader) error
+	MarkDelivered(ctx context.Context, destination string, from, through int64, leader Leader) error
+	// RewindDelivered moves destination's cursor back to to, so that the
+	// relay delivers again every event after it, and returns where it was;
+	// ErrInvalid when to is past it.
+	RewindDelivered(ctx context.Context, destination string, to int64) (int64, error)
 	// EventBacklog reads the events committed after position after, in the
 	// feed or not yet.
 	EventBacklog(ctx context.Context, after int64) (Backlog, error)
 	// PurgeEvents deletes up to limit events at or before through (and the
 	// feed's end) and written before cutoff, and returns how many.
 	PurgeEvents(ctx context.Context, cutoff time.Time, through int64, limit int, leader Leader) (int, error)
+}
+
+// ErrCursorMoved is MarkDelivered's refusal: the cursor is not where the
+// relay read it, because an operator rewound it meanwhile.
+var ErrCursorMoved = errors.New("events: the cursor was moved meanwhile")
+
+// Republished is what a rewind of the stream did: the relay publishes again
+// every event from From; the stream had had every event through Was, and
+// Events is how many positions lie between (ids have gaps: at most that
+// many events).
+type Republished struct {
+	Destination string `json:"destination"`
+	From        string `json:"from"`
+	Was         string `json:"cursor_was"`
+	Events      int64  `json:"events_at_most"`
 }
 
 // CursorPurged names the cursor of the purge: every event at or before it

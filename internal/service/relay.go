@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"time"
@@ -91,6 +92,7 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 		}
 		if now := s.now(); now.Sub(measured) >= relayBacklogAge {
 			measured = now
+			r.rewound(ctx)
 			if b, err := s.events.EventBacklog(ctx, r.through()); err == nil {
 				age := time.Duration(0)
 				if b.Events > 0 {
@@ -149,6 +151,19 @@ func (r *relaying) through() int64 {
 	return max(r.cursor, 0)
 }
 
+// rewound reads the stream's cursor again, and takes it when an operator
+// moved it (RepublishEvents): a relay with nothing to publish would not find
+// out from a refused move.
+func (r *relaying) rewound(ctx context.Context) {
+	if r.s.stream == nil || r.cursor < 0 {
+		return
+	}
+	if c, err := r.s.events.Delivered(ctx, orders.DestinationNATS); err == nil && c != r.cursor {
+		r.s.log.InfoContext(ctx, "relay: the stream's cursor was rewound; publishing from it", "was", r.cursor, "now", c)
+		r.cursor = c
+	}
+}
+
 // round moves the feed's end and publishes the next events
 // the stream has not had, moving its cursor past those it acknowledged; busy
 // says a batch was full, progressed that the stream acknowledged some events
@@ -177,8 +192,15 @@ func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error)
 	if acked > 0 {
 		through := evs[acked-1].Position
 		err = s.fenced(ctx, r.g, func(f orders.Fences) error {
-			return s.events.MarkDelivered(ctx, orders.DestinationNATS, through, r.leader(f))
+			return s.events.MarkDelivered(ctx, orders.DestinationNATS, r.cursor, through, r.leader(f))
 		})
+		if errors.Is(err, orders.ErrCursorMoved) {
+			// An operator rewound the stream: read its cursor again, and
+			// publish from there.
+			s.log.InfoContext(ctx, "relay: the stream's cursor was rewound; publishing from it", "was", r.cursor)
+			r.cursor = -1
+			return true, false, nil
+		}
 		if err != nil {
 			return false, false, err
 		}
@@ -195,6 +217,41 @@ func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error)
 		return false, acked > 0, perr
 	}
 	return len(evs) == relayBatch, acked > 0, nil
+}
+
+// RepublishEvents rewinds the stream's cursor to just before the event whose
+// id is from, so that the relay's leader publishes every event from it again,
+// in feed order: an operator's repair of a stream that lost its tail (a
+// JetStream that acknowledged writes it had not synced, on a machine that
+// lost power). JetStream drops, within its duplicate window, the events it
+// still has; those purged from the feed are not published again.
+func (s *Service) RepublishEvents(ctx context.Context, from string) (orders.Republished, error) {
+	p, err := orders.EventPosition(from)
+	if err != nil {
+		return orders.Republished{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: "from",
+			Message: fmt.Sprintf("is not an event id: evt_ and a positive number, not %q", from)}}}
+	}
+	if s.events == nil {
+		return orders.Republished{}, errNoEvents
+	}
+	was, err := s.events.RewindDelivered(ctx, orders.DestinationNATS, p-1)
+	if errors.Is(err, orders.ErrInvalid) {
+		return orders.Republished{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: "from",
+			Message: fmt.Sprintf("is after the last event the stream has had (%s): nothing to publish again", lastHad(was))}}}
+	}
+	if err != nil {
+		return orders.Republished{}, fmt.Errorf("republish events: %w", err)
+	}
+	s.log.WarnContext(ctx, "events: the stream's cursor rewound by an operator", "from", from, "was", was)
+	return orders.Republished{Destination: orders.DestinationNATS, From: from, Was: orders.EventID(was), Events: was - p + 1}, nil
+}
+
+// lastHad names the last event a cursor at position was has had.
+func lastHad(was int64) string {
+	if was < 1 {
+		return "none"
+	}
+	return orders.EventID(was)
 }
 
 // purge deletes, in bounded rounds, the events written more than

@@ -310,6 +310,39 @@ func TestRelayPublishesEveryEventOnceInOrder(t *testing.T) {
 	}
 	feed = feedOf(ctx, t, rr.replica)
 	checkPerSKUOrder(t, "the stream, with the later events", got, feed)
+
+	// An operator republishes the last five (a stream that lost its tail):
+	// the relay publishes them again, in feed order, and nothing else.
+	from := feed[len(feed)-5]
+	rep, err := rr.svc.RepublishEvents(ctx, from.ID)
+	if err != nil || rep.Was != feed[len(feed)-1].ID || rep.Events < 5 {
+		t.Fatalf("republish from %s: %+v %v", from.ID, rep, err)
+	}
+	if _, err := rr.svc.RepublishEvents(ctx, orders.EventID(feed[len(feed)-1].Position+1)); err == nil {
+		t.Fatal("a republish from after the stream's cursor was accepted")
+	}
+	waitFor(t, 30*time.Second, "the last five published again", func() (bool, string) {
+		n := 0
+		for _, e := range log.snapshot() {
+			if e.event != nil {
+				n++
+			}
+		}
+		return n == want+more+5, fmt.Sprintf("%d of %d", n, want+more+5)
+	})
+	var again []string
+	for _, e := range log.snapshot()[len(log.snapshot())-5:] {
+		if e.event != nil {
+			again = append(again, e.event.ID)
+		}
+	}
+	var last []string
+	for _, e := range feed[len(feed)-5:] {
+		last = append(last, e.ID)
+	}
+	if fmt.Sprint(again) != fmt.Sprint(last) {
+		t.Errorf("published again %v, want the feed's last five %v", again, last)
+	}
 	for _, sku := range skus {
 		var rebuilt orders.Levels
 		for _, e := range feed {
