@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +99,7 @@ func (s *Store) AdvanceFeed(ctx context.Context, leader orders.Leader) (orders.F
 	f.marks = append(f.marks, m)
 	end := f.end
 	for len(f.marks) > 0 {
-		ok, err := s.settled(db, f.marks[0], end)
+		ok, err := s.settled(db, f.marks[0], end, m)
 		if err != nil {
 			return orders.FeedEnd{Through: f.end, Waiting: true}, unavailable("settle the feed", err)
 		}
@@ -151,20 +152,21 @@ func (s *Store) mark(db *gorm.DB) (feedMark, error) {
 }
 
 // settled says whether nothing can still commit at or below m.through, past
-// end (the feed's end now).
-func (s *Store) settled(db *gorm.DB, m feedMark, end int64) (bool, error) {
+// end (the feed's end now); now is the mark just taken.
+func (s *Store) settled(db *gorm.DB, m feedMark, end int64, now feedMark) (bool, error) {
 	if m.through <= end || s.trustSequence {
 		return true, nil
 	}
 	switch db.Name() {
 	case "postgres":
-		if len(m.waiting) == 0 {
-			return true, nil
+		// Settled when none of its writes still held the lock when now was
+		// taken: no query of its own.
+		for _, w := range m.waiting {
+			if slices.Contains(now.waiting, w) {
+				return false, nil
+			}
 		}
-		var still bool
-		err := db.Raw(`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation'
-  AND relation = 'stock_events'::regclass AND virtualtransaction IN ?)`, m.waiting).Row().Scan(&still)
-		return !still, err
+		return true, nil
 	case "mysql":
 		if time.Since(m.taken) < s.settleAfter {
 			return false, nil

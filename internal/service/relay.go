@@ -32,7 +32,7 @@ const (
 	// relaySettlePoll is how soon the relay looks again when committed events
 	// wait for a write that took a smaller position: writes end within
 	// milliseconds, and the events' delivery lag is this plus the write.
-	relaySettlePoll = 10 * time.Millisecond
+	relaySettlePoll = 25 * time.Millisecond
 )
 
 // RunRelay contends for the relay's lease until ctx ends, and relays while it
