@@ -41,27 +41,7 @@ func (s *Service) RunRelay(ctx context.Context) {
 	if s.events == nil {
 		return
 	}
-	for ctx.Err() == nil {
-		err := s.leader.WithLocks(ctx, []string{RelayLease}, func(ctx context.Context, g orders.Grant) error {
-			s.log.InfoContext(ctx, "relay: leading", "token", g.Fences()[RelayLease])
-			s.eobs.RelayLeading(true)
-			defer s.eobs.RelayLeading(false)
-			err := s.relay(ctx, g)
-			s.log.InfoContext(ctx, "relay: no longer leading", "token", g.Fences()[RelayLease], "reason", err)
-			return err
-		})
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, orders.ErrBusy):
-			continue
-		case err != nil:
-			s.log.WarnContext(ctx, "relay: lease lost or not had", "err", err)
-		}
-		if !sleep(ctx, s.cfg.RelayInterval) {
-			return
-		}
-	}
+	s.runJob(ctx, job{name: "relay", lease: RelayLease, leading: s.eobs.RelayLeading, retry: s.cfg.RelayInterval, work: s.relay})
 }
 
 // relay works rounds until the lease is lost or the database refuses its

@@ -39,27 +39,7 @@ const (
 // RunSweeper contends for the leader lease until ctx ends, and sweeps every
 // Config.SweepInterval while it holds it.
 func (s *Service) RunSweeper(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := s.leader.WithLocks(ctx, []string{SweeperLease}, func(ctx context.Context, g orders.Grant) error {
-			s.log.InfoContext(ctx, "sweeper: leading", "token", g.Fences()[SweeperLease])
-			s.obs.SweeperLeading(true)
-			defer s.obs.SweeperLeading(false)
-			err := s.lead(ctx, g)
-			s.log.InfoContext(ctx, "sweeper: no longer leading", "token", g.Fences()[SweeperLease], "reason", err)
-			return err
-		})
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, orders.ErrBusy): // another replica leads; the wait was the pause
-			continue
-		case err != nil:
-			s.log.WarnContext(ctx, "sweeper: lease lost or not had", "err", err)
-		}
-		if !sleep(ctx, s.cfg.SweepInterval) {
-			return
-		}
-	}
+	s.runJob(ctx, job{name: "sweeper", lease: SweeperLease, leading: s.obs.SweeperLeading, retry: s.cfg.SweepInterval, work: s.lead})
 }
 
 // lead sweeps every interval, and purges every purge interval, until the lease
