@@ -1,8 +1,8 @@
 package gormstore
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 

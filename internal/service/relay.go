@@ -1,9 +1,9 @@
 package service
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
