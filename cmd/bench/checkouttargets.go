@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -152,29 +151,6 @@ func issueRows(in issueInputs) []issueRow {
 	return rows
 }
 
-// point is the holds benchmark's point on workload w.
-func (h *HoldsResults) point(w string) (HoldsPoint, bool) {
-	if h == nil {
-		return HoldsPoint{}, false
-	}
-	for _, p := range h.Points {
-		if p.Workload == w {
-			return p, true
-		}
-	}
-	return HoldsPoint{}, false
-}
-
-// costPair is strategy s's cost on two workloads, when both were measured.
-func (r *Results) costPair(s, a, b string) (Cost, Cost, bool) {
-	if r == nil {
-		return Cost{}, Cost{}, false
-	}
-	ca, ok1 := r.cost(s, a)
-	cb, ok2 := r.cost(s, b)
-	return ca, cb, ok1 && ok2
-}
-
 // issueMarkdown writes the section.
 func issueMarkdown(w io.Writer, in issueInputs) {
 	fmt.Fprintf(w, "%s\n\n", issueHeading)
@@ -234,17 +210,6 @@ func loadIssueInputs(out string, in issueInputs) (issueInputs, error) {
 	return in, errors.Join(errs...)
 }
 
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
 // writeIssueSection writes the section into the report again, from in and
 // the output folder: in place, or first when the report has none.
 func writeIssueSection(o options, in issueInputs) error {
@@ -259,21 +224,4 @@ func writeIssueSection(o options, in issueInputs) error {
 	var section bytes.Buffer
 	issueMarkdown(&section, in)
 	return os.WriteFile(o.markdown, spliceLead(old, section.Bytes(), issueHeading), 0o644)
-}
-
-// spliceLead replaces the section of report under heading by section, or puts
-// it before the report's first section.
-func spliceLead(report, section []byte, heading string) []byte {
-	s := string(report)
-	if strings.Contains(s, "\n"+heading+"\n") || strings.HasPrefix(s, heading+"\n") {
-		if strings.HasPrefix(s, heading+"\n") {
-			s = "\n" + s
-			return []byte(strings.TrimPrefix(string(spliceHeading([]byte(s), section, heading)), "\n"))
-		}
-		return spliceHeading(report, section, heading)
-	}
-	if i := strings.Index(s, "\n## "); i >= 0 {
-		return []byte(s[:i+1] + string(section) + "\n" + s[i+1:])
-	}
-	return spliceHeading(report, section, heading)
 }
