@@ -44,18 +44,34 @@ type issueInputs struct {
 
 // issueRows judges issue 31's targets on in.
 func issueRows(in issueInputs) []issueRow {
-	r, h, s := in.r, in.h, in.s
-	lockBatch := string(orders.StrategyLockBatch)
-	rows := make([]issueRow, 0, 8)
+	return []issueRow{
+		confirmsRow(in.h),
+		burstRow(in.h),
+		massExpiryRow(in.h),
+		roundTripsRow(in.r),
+		replicaCPURow(in.r),
+		ceilingShareRow(in.r),
+		rssAnonRow(in.r),
+		checkoutSoakRow(in.s),
+	}
+}
 
+// Each row below reads the one file it is judged on (any may be nil, the
+// row then a dash), so that a row's figure and mark sit together.
+
+// confirmsRow is the hot SKU's confirms/s against its orders/s in the holds benchmark.
+func confirmsRow(h *HoldsResults) issueRow {
 	row := issueRow{What: "hot SKU: confirms/s ÷ orders/s (64 VUs)", Before: "0.08×", Target: "≥ 0.8×", Now: notMeasured, Mark: notMeasured}
 	if p, ok := h.point("hot"); ok {
 		row.Now = fmt.Sprintf("%.2f× (%.0f ÷ %.0f/s, %d VUs)", p.ConfirmRatio, p.Confirms, p.Orders, h.VUs)
 		row.Mark = mark(p.ConfirmRatio >= 0.8)
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "confirm burst (200 holds, 4 SKUs): confirmed before expiry", Before: "6-13 of 200", Target: "≥ 190",
+// burstRow is the confirm burst: the median of the bursts' holds confirmed before expiry.
+func burstRow(h *HoldsResults) issueRow {
+	row := issueRow{What: "confirm burst (200 holds, 4 SKUs): confirmed before expiry", Before: "6-13 of 200", Target: "≥ 190",
 		Now: notMeasured, Mark: notMeasured}
 	if h != nil && len(h.Bursts) > 0 {
 		med, lo, hi := burstSummary(h.Bursts)
@@ -65,9 +81,12 @@ func issueRows(in issueInputs) []issueRow {
 		}
 		row.Mark = mark(med >= 190)
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "orders/s during a 100,000-hold mass expiry ÷ before it", Before: "0.31×", Target: "≥ 0.8×", Now: notMeasured, Mark: notMeasured}
+// massExpiryRow is orders/s during the sweeper's mass expiry against before it.
+func massExpiryRow(h *HoldsResults) issueRow {
+	row := issueRow{What: "orders/s during a 100,000-hold mass expiry ÷ before it", Before: "0.31×", Target: "≥ 0.8×", Now: notMeasured, Mark: notMeasured}
 	if h != nil && h.Sweep != nil {
 		sw := h.Sweep
 		row.Now = fmt.Sprintf("%.2f× (%.0f ÷ %.0f/s)", sw.Ratio, sw.During, sw.Before)
@@ -79,9 +98,13 @@ func issueRows(in issueInputs) []issueRow {
 		}
 		row.Mark = mark(sw.Ratio >= 0.8 && !sw.TimedOut)
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "Redis round trips per order, lock-batch, zipf / multi", Before: "9.16 / 28.39 (commands)", Target: "≤ 2 / ≤ 4",
+// roundTripsRow is lock-batch's Redis round trips per order on zipf and multi.
+func roundTripsRow(r *Results) issueRow {
+	lockBatch := string(orders.StrategyLockBatch)
+	row := issueRow{What: "Redis round trips per order, lock-batch, zipf / multi", Before: "9.16 / 28.39 (commands)", Target: "≤ 2 / ≤ 4",
 		Now: notMeasured, Mark: notMeasured}
 	if z, m, ok := r.costPair(lockBatch, "zipf", "multi"); ok {
 		if z.TripsPerOrder > 0 && m.TripsPerOrder > 0 {
@@ -91,18 +114,25 @@ func issueRows(in issueInputs) []issueRow {
 			row.Now = fmt.Sprintf("– (commands: %.2f / %.2f)", z.RedisPerOrder, m.RedisPerOrder)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "replica CPU per order, lock-batch hot", Before: "302 µs", Target: "≤ 150 µs", Now: notMeasured, Mark: notMeasured}
+// replicaCPURow is lock-batch's replica CPU per order on the hot SKU.
+func replicaCPURow(r *Results) issueRow {
+	lockBatch := string(orders.StrategyLockBatch)
+	row := issueRow{What: "replica CPU per order, lock-batch hot", Before: "302 µs", Target: "≤ 150 µs", Now: notMeasured, Mark: notMeasured}
 	if r != nil {
 		if c, ok := r.cost(lockBatch, "hot"); ok {
 			row.Now = fmt.Sprintf("%.0f µs", 1e6*c.CPU.Replicas)
 			row.Mark = mark(c.CPU.Replicas > 0 && c.CPU.Replicas <= 150e-6)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "default at 256 VUs ÷ HTTP ceiling", Before: "30%", Target: "≥ 50%", Now: notMeasured, Mark: notMeasured}
+// ceilingShareRow is the default strategy's orders/s at 256 VUs as a share of the HTTP ceiling.
+func ceilingShareRow(r *Results) issueRow {
+	row := issueRow{What: "default at 256 VUs ÷ HTTP ceiling", Before: "30%", Target: "≥ 50%", Now: notMeasured, Mark: notMeasured}
 	if r != nil {
 		d, ok1 := r.point(r.Default, "hot", 256)
 		c, ok2 := r.ceilingAt(256)
@@ -112,9 +142,12 @@ func issueRows(in issueInputs) []issueRow {
 			row.Mark = mark(share >= 0.5)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "peak RssAnon at 256 VUs", Before: "– (peak RSS 70-74 MiB)", Target: "< 40 MiB", Now: notMeasured, Mark: notMeasured}
+// rssAnonRow is the highest RssAnon of the runs at 256 VUs.
+func rssAnonRow(r *Results) issueRow {
+	row := issueRow{What: "peak RssAnon at 256 VUs", Before: "– (peak RSS 70-74 MiB)", Target: "< 40 MiB", Now: notMeasured, Mark: notMeasured}
 	if r != nil {
 		// The runs at 256 VUs, every strategy's (RssAnon is sampled per run).
 		var peak Memory
@@ -129,9 +162,12 @@ func issueRows(in issueInputs) []issueRow {
 			row.Mark = mark(peak.RssAnon < 40<<20)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "checkout soak, last 100k ÷ first 100k holds", Before: "–", Target: "≥ 0.90", Now: notMeasured, Mark: notMeasured}
+// checkoutSoakRow is the checkout soak's last holds/s against its first.
+func checkoutSoakRow(s *SoakResults) issueRow {
+	row := issueRow{What: "checkout soak, last 100k ÷ first 100k holds", Before: "–", Target: "≥ 0.90", Now: notMeasured, Mark: notMeasured}
 	if s != nil && s.Checkout != nil && len(s.Checkout.Chunks) > 0 {
 		c := s.Checkout
 		if c.Ratio > 0 {
@@ -147,8 +183,7 @@ func issueRows(in issueInputs) []issueRow {
 		}
 		row.Mark = mark(c.Pass && c.AuditsPass)
 	}
-	rows = append(rows, row)
-	return rows
+	return row
 }
 
 // issueMarkdown writes the section.
