@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -417,15 +416,7 @@ func (b *eventsBench) drainBacklog(ctx context.Context) (bool, error) {
 // from t.start), the timeline, and the backlog's peaks. Apart from the
 // measuring so that the arithmetic can be tested on its own.
 func (res *CatchUpResult) record(run OpRun, samples []BacklogSample, steady int64, t catchUpTimes) {
-	at := func(x time.Time) int64 { return int64(x.Sub(t.start)) }
-	rate := func(from, to time.Time) float64 {
-		if !to.After(from) {
-			return 0
-		}
-		i := sort.Search(len(run.Done), func(i int) bool { return run.Done[i] >= at(from) })
-		j := sort.Search(len(run.Done), func(i int) bool { return run.Done[i] >= at(to) })
-		return float64(j-i) / to.Sub(from).Seconds()
-	}
+	rate := func(from, to time.Time) float64 { return run.rate(t.start, from, to) }
 	from := t.start.Add(1500 * time.Millisecond) // the VUs' first requests open connections
 	res.BeforeS = t.stopped.Sub(from).Seconds()
 	res.Before, res.During = rate(from, t.stopped), rate(t.stopped, t.restarted)
