@@ -14,6 +14,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -306,6 +307,18 @@ type OpRun struct {
 	P99      float64          `json:"p99_ms"`
 	// Done are the times of the successes, from the run's start (ns), when asked for.
 	Done []int64 `json:"-"`
+}
+
+// rate is the run's successes per second in [from, to), from its completion
+// times (Done, in ns from start); 0 for an empty window.
+func (r OpRun) rate(start, from, to time.Time) float64 {
+	if !to.After(from) {
+		return 0
+	}
+	at := func(t time.Time) int64 { return int64(t.Sub(start)) }
+	i := sort.Search(len(r.Done), func(i int) bool { return r.Done[i] >= at(from) })
+	j := sort.Search(len(r.Done), func(i int) bool { return r.Done[i] >= at(to) })
+	return float64(j-i) / to.Sub(from).Seconds()
 }
 
 // drive runs op on vus VUs for d (or until ctx ends, or op has nothing left to

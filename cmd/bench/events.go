@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -204,21 +203,93 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	start := time.Now()
+	t := catchUpTimes{start: time.Now()}
 	loaded := make(chan OpRun, 1)
 	go func() {
 		loaded <- drive(loadCtx, b.res.VUs, catchUpBefore+catchUpDown+catchUpWait+catchUpAfter+10*time.Second, d.orderOp(w), true)
 	}()
+	backlog := b.sampleBacklog(ctx, t.start, c.urls)
+	defer backlog.stop()
 
-	// The backlog, read every catchUpPoll from the database and from the
-	// replicas' gauges, until the sampling stops.
-	var mu sync.Mutex
-	var samples []BacklogSample
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	defer stopSampling()
-	sampled := make(chan struct{})
+	if err := sleepCtx(ctx, catchUpBefore); err != nil {
+		return nil, err
+	}
+	if t.stopped, t.restarted, err = b.outage(ctx, nats); err != nil {
+		return nil, err
+	}
+	res.DownActualS = t.restarted.Sub(t.stopped).Seconds()
+	b.log.Info("events: NATS is back", "down_s", fmt.Sprintf("%.1f", res.DownActualS))
+
+	// Caught up: the database's backlog back at its level before the stop
+	// (its highest reading in the window before it: under load it is seldom
+	// 0, the newest events wait for the relay's next round), read after the
+	// restart.
+	before, _ := backlog.since(0)
+	steady := steadyBacklog(before, (catchUpBefore / 2).Seconds(), t.stopped.Sub(t.start).Seconds())
+	if steady < 0 {
+		return nil, errors.New("no backlog read in the window before NATS was stopped")
+	}
+	if t.caught, err = b.awaitCatchUp(ctx, backlog, t, steady); err != nil {
+		return nil, err
+	}
+	if !t.caught.IsZero() {
+		if err := sleepCtx(ctx, catchUpAfter); err != nil {
+			return nil, err
+		}
+	}
+	stopLoad()
+	run := <-loaded
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if res.Drained, err = b.drainBacklog(ctx); err != nil {
+		return nil, err
+	}
+	res.record(run, backlog.finish(), steady, t)
+	if err := b.checkDelivery(ctx, nats.URL, d, res); err != nil {
+		return nil, err
+	}
+	b.log.Info("events: catch-up done", "orders/s_before", int(res.Before), "during_outage", int(res.During), "catching_up", int(res.Catching),
+		"after", int(res.After), "backlog_peak", res.PeakDB, "gauge_peak", res.PeakGauge, "steady", res.Steady, "caught_up", res.CaughtUp,
+		"catch_up_s", fmt.Sprintf("%.2f", res.CatchUpS), "outbox", res.OutboxEvents, "stream", res.StreamMessages,
+		"failed", failures(res.Failed, res.FailedBy), "oversold", res.Oversold, "consistent", res.Consistent)
+	return res, nil
+}
+
+// sleepCtx waits for dur, or until ctx ends.
+func sleepCtx(ctx context.Context, dur time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(dur):
+		return nil
+	}
+}
+
+// catchUpTimes are the catch-up run's moments: the load's start, NATS's stop
+// and restart, and when the relay caught up (zero when it did not).
+type catchUpTimes struct {
+	start, stopped, restarted, caught time.Time
+}
+
+// backlogSampler reads the relay's backlog every catchUpPoll, from the
+// database and from the replicas' gauges, in a goroutine of its own: the
+// catch-up run watches the readings while they come, to see the relay catch
+// up.
+type backlogSampler struct {
+	mu      sync.Mutex
+	samples []BacklogSample
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// sampleBacklog starts reading the backlog; a sample's T is in seconds from
+// start.
+func (b *eventsBench) sampleBacklog(ctx context.Context, start time.Time, urls []string) *backlogSampler {
+	sampleCtx, stop := context.WithCancel(ctx)
+	bs := &backlogSampler{stop: stop, done: make(chan struct{})}
 	go func() {
-		defer close(sampled)
+		defer close(bs.done)
 		tick := time.NewTicker(catchUpPoll)
 		defer tick.Stop()
 		for {
@@ -237,130 +308,127 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 				}
 				continue
 			}
-			if m, err := clusterEvents(sampleCtx, c.urls); err == nil {
+			if m, err := clusterEvents(sampleCtx, urls); err == nil {
 				s.Gauge, s.OldestS = m.backlog, m.oldest
 			}
-			mu.Lock()
-			samples = append(samples, s)
-			mu.Unlock()
+			bs.mu.Lock()
+			bs.samples = append(bs.samples, s)
+			bs.mu.Unlock()
 		}
 	}()
-	wait := func(dur time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(dur):
-			return nil
-		}
-	}
-	if err := wait(catchUpBefore); err != nil {
-		return nil, err
-	}
-	stopped := time.Now()
-	b.log.Info("events: stopping NATS (SIGTERM)", "down_for", catchUpDown)
-	nats.Stop()
-	if err := wait(catchUpDown - time.Since(stopped)); err != nil {
-		return nil, err
-	}
-	if err := nats.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start NATS again: %w", err)
-	}
-	restarted := time.Now()
-	res.DownActualS = restarted.Sub(stopped).Seconds()
-	b.log.Info("events: NATS is back", "down_s", fmt.Sprintf("%.1f", res.DownActualS))
+	return bs
+}
 
-	// Caught up: the database's backlog back at its level before the stop
-	// (its highest reading in the window before it: under load it is seldom
-	// 0, the newest events wait for the relay's next round), read after the
-	// restart.
-	stopAt, restartAt := stopped.Sub(start).Seconds(), restarted.Sub(start).Seconds()
+// since is a copy of the samples from the n-th on, and how many there are.
+func (bs *backlogSampler) since(n int) ([]BacklogSample, int) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return slices.Clone(bs.samples[n:]), len(bs.samples)
+}
+
+// finish stops the sampling and returns every sample.
+func (bs *backlogSampler) finish() []BacklogSample {
+	bs.stop()
+	<-bs.done
+	return bs.samples
+}
+
+// steadyBacklog is the database's highest backlog read in [from, to)
+// seconds, or -1 when none was read then.
+func steadyBacklog(samples []BacklogSample, from, to float64) int64 {
 	steady := int64(-1)
-	mu.Lock()
 	for _, s := range samples {
-		if s.T >= (catchUpBefore/2).Seconds() && s.T < stopAt {
+		if s.T >= from && s.T < to {
 			steady = max(steady, s.DB)
 		}
 	}
-	mu.Unlock()
-	if steady < 0 {
-		return nil, errors.New("no backlog read in the window before NATS was stopped")
+	return steady
+}
+
+// outage stops NATS (SIGTERM) with the load on and starts it again on the
+// same port and store catchUpDown after.
+func (b *eventsBench) outage(ctx context.Context, nats *natsServer) (stopped, restarted time.Time, err error) {
+	stopped = time.Now()
+	b.log.Info("events: stopping NATS (SIGTERM)", "down_for", catchUpDown)
+	nats.Stop()
+	if err := sleepCtx(ctx, catchUpDown-time.Since(stopped)); err != nil {
+		return stopped, time.Time{}, err
 	}
+	if err := nats.Start(ctx); err != nil {
+		return stopped, time.Time{}, fmt.Errorf("start NATS again: %w", err)
+	}
+	return stopped, time.Now(), nil
+}
+
+// awaitCatchUp waits up to catchUpWait for a backlog read after the restart
+// at or below steady, and returns when that reading was taken: zero when
+// none came in time.
+func (b *eventsBench) awaitCatchUp(ctx context.Context, backlog *backlogSampler, t catchUpTimes, steady int64) (time.Time, error) {
+	restartAt := t.restarted.Sub(t.start).Seconds()
 	var caught time.Time
 	deadline := time.Now().Add(catchUpWait)
 	lastLog, seen := time.Now(), 0
 	for caught.IsZero() && time.Now().Before(deadline) {
-		if err := wait(catchUpPoll); err != nil {
-			return nil, err
+		if err := sleepCtx(ctx, catchUpPoll); err != nil {
+			return time.Time{}, err
 		}
-		mu.Lock()
-		fresh := slices.Clone(samples[seen:])
-		seen = len(samples)
-		mu.Unlock()
+		var fresh []BacklogSample
+		fresh, seen = backlog.since(seen)
 		for _, s := range fresh {
 			if s.T > restartAt && s.DB <= steady {
-				caught = start.Add(time.Duration(s.T * float64(time.Second)))
+				caught = t.start.Add(time.Duration(s.T * float64(time.Second)))
 				break
 			}
 		}
 		if len(fresh) > 0 && time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
 			b.log.Info("events: catching up", "backlog", fresh[len(fresh)-1].DB, "steady", steady,
-				"since_restart", time.Since(restarted).Round(100*time.Millisecond))
+				"since_restart", time.Since(t.restarted).Round(100*time.Millisecond))
 		}
 	}
-	if !caught.IsZero() {
-		if err := wait(catchUpAfter); err != nil {
-			return nil, err
-		}
-	}
-	stopLoad()
-	run := <-loaded
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	// The last events, the load stopped: the backlog must reach 0.
+	return caught, nil
+}
+
+// drainBacklog waits, the load stopped, for the last events: true when the
+// backlog reached 0 within catchUpDrain.
+func (b *eventsBench) drainBacklog(ctx context.Context) (bool, error) {
 	drained := time.Now()
 	for {
 		var n int64
 		if err := b.db.WithContext(ctx).Raw(backlogSQL).Row().Scan(&n); err != nil {
-			return nil, fmt.Errorf("read backlog: %w", err)
+			return false, fmt.Errorf("read backlog: %w", err)
 		}
 		if n == 0 {
-			res.Drained = true
-			break
+			return true, nil
 		}
 		if time.Since(drained) > catchUpDrain {
 			b.log.Warn("events: the backlog did not reach 0 after the load", "backlog", n, "waited", catchUpDrain)
-			break
+			return false, nil
 		}
-		if err := wait(catchUpPoll); err != nil {
-			return nil, err
+		if err := sleepCtx(ctx, catchUpPoll); err != nil {
+			return false, err
 		}
 	}
-	stopSampling()
-	<-sampled
+}
 
-	at := func(t time.Time) int64 { return int64(t.Sub(start)) }
-	rate := func(from, to time.Time) float64 {
-		if !to.After(from) {
-			return 0
-		}
-		i := sort.Search(len(run.Done), func(i int) bool { return run.Done[i] >= at(from) })
-		j := sort.Search(len(run.Done), func(i int) bool { return run.Done[i] >= at(to) })
-		return float64(j-i) / to.Sub(from).Seconds()
-	}
-	from := start.Add(1500 * time.Millisecond) // the VUs' first requests open connections
-	res.BeforeS = stopped.Sub(from).Seconds()
-	res.Before, res.During = rate(from, stopped), rate(stopped, restarted)
+// record fills in what the run measured: the orders' rates before, during
+// and after the outage from the load's completion times (run.Done, in ns
+// from t.start), the timeline, and the backlog's peaks. Apart from the
+// measuring so that the arithmetic can be tested on its own.
+func (res *CatchUpResult) record(run OpRun, samples []BacklogSample, steady int64, t catchUpTimes) {
+	rate := func(from, to time.Time) float64 { return run.rate(t.start, from, to) }
+	from := t.start.Add(1500 * time.Millisecond) // the VUs' first requests open connections
+	res.BeforeS = t.stopped.Sub(from).Seconds()
+	res.Before, res.During = rate(from, t.stopped), rate(t.stopped, t.restarted)
 	res.Steady = steady
-	if !caught.IsZero() {
+	if !t.caught.IsZero() {
 		res.CaughtUp = true
-		res.CatchUpS = caught.Sub(restarted).Seconds()
-		res.Catching = rate(restarted, caught)
-		res.After = rate(caught, caught.Add(catchUpAfter))
+		res.CatchUpS = t.caught.Sub(t.restarted).Seconds()
+		res.Catching = rate(t.restarted, t.caught)
+		res.After = rate(t.caught, t.caught.Add(catchUpAfter))
 	}
 	res.Failed, res.FailedBy = run.Failed, run.FailedBy
-	res.StopAtS, res.RestartAtS = stopAt, restartAt
+	res.StopAtS, res.RestartAtS = t.stopped.Sub(t.start).Seconds(), t.restarted.Sub(t.start).Seconds()
 	for _, s := range samples {
 		res.PeakDB = max(res.PeakDB, s.DB)
 		res.PeakGauge = max(res.PeakGauge, s.Gauge)
@@ -368,28 +436,26 @@ func (b *eventsBench) catchUp(ctx context.Context) (*CatchUpResult, error) {
 	}
 	res.Samples = samples
 	res.TimelineStep = catchUpStep.Seconds()
-	ended := start.Add(time.Duration(run.Seconds * float64(time.Second)))
-	for t := start; !t.Add(catchUpStep).After(ended); t = t.Add(catchUpStep) {
-		res.Timeline = append(res.Timeline, rate(t, t.Add(catchUpStep)))
+	ended := t.start.Add(time.Duration(run.Seconds * float64(time.Second)))
+	for x := t.start; !x.Add(catchUpStep).After(ended); x = x.Add(catchUpStep) {
+		res.Timeline = append(res.Timeline, rate(x, x.Add(catchUpStep)))
 	}
+}
 
-	// Every event in the stream: its count, not less than the outbox's.
+// checkDelivery counts the events in the outbox and the messages in the
+// stream (every event in the stream: not fewer than the outbox's), and
+// audits the stock.
+func (b *eventsBench) checkDelivery(ctx context.Context, natsURL string, d *driver, res *CatchUpResult) error {
 	if err := b.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM stock_events").Row().Scan(&res.OutboxEvents); err != nil {
-		return nil, fmt.Errorf("count events: %w", err)
+		return fmt.Errorf("count events: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	n, err := jetstream.StreamMessages(sctx, nats.URL, jetstream.DefaultStream)
+	n, err := jetstream.StreamMessages(sctx, natsURL, jetstream.DefaultStream)
 	cancel()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.StreamMessages = int64(n) //nolint:gosec // a count of messages, far below 2^63
-	if res.Oversold, res.Consistent, err = d.audit(ctx); err != nil {
-		return nil, err
-	}
-	b.log.Info("events: catch-up done", "orders/s_before", int(res.Before), "during_outage", int(res.During), "catching_up", int(res.Catching),
-		"after", int(res.After), "backlog_peak", res.PeakDB, "gauge_peak", res.PeakGauge, "steady", res.Steady, "caught_up", res.CaughtUp,
-		"catch_up_s", fmt.Sprintf("%.2f", res.CatchUpS), "outbox", res.OutboxEvents, "stream", res.StreamMessages,
-		"failed", failures(res.Failed, res.FailedBy), "oversold", res.Oversold, "consistent", res.Consistent)
-	return res, nil
+	res.Oversold, res.Consistent, err = d.audit(ctx)
+	return err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"time"
 
 	"gorm.io/gorm"
@@ -290,46 +289,12 @@ func (b *holdsBench) sweep(ctx context.Context) (*SweepResult, error) {
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	start := time.Now()
+	t := sweepTimes{start: time.Now(), expiry: expiry}
 	loaded := make(chan OpRun, 1)
 	go func() { loaded <- drive(loadCtx, b.vus, deadline+sweepAfter, d.orderOp(w), true) }()
 
-	// The sweep began after the last reading of every hold still reserved
-	// (full), and by the first reading of fewer (first).
-	var full, first, done time.Time
-	tick := time.NewTicker(sweepPoll)
-	defer tick.Stop()
-	end := time.NewTimer(deadline)
-	defer end.Stop()
-	lastLog := time.Now()
-poll:
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-end.C:
-			res.TimedOut = true
-			break poll
-		case <-tick.C:
-		}
-		var reserved int64
-		if err := b.db.WithContext(ctx).Raw("SELECT reserved FROM skus WHERE sku = ?", sku).Row().Scan(&reserved); err != nil {
-			return nil, fmt.Errorf("read reserved: %w", err)
-		}
-		now := time.Now()
-		if reserved == int64(n) {
-			full = now
-		} else if first.IsZero() {
-			first = now
-		}
-		if reserved == 0 {
-			done = now
-			break poll
-		}
-		if now.Sub(lastLog) >= 5*time.Second {
-			lastLog = now
-			b.log.Info("sweep: progress", "reserved", reserved, "since_expiry", now.Sub(expiry).Round(100*time.Millisecond))
-		}
+	if res.TimedOut, err = b.watchSweep(ctx, sku, n, deadline, &t); err != nil {
+		return nil, err
 	}
 	if !res.TimedOut {
 		select {
@@ -344,46 +309,15 @@ poll:
 	}
 	if res.TimedOut {
 		b.log.Warn("sweep: not done by the deadline", "holds", n, "deadline", deadline)
-		done = time.Now()
+		t.done = time.Now()
 	}
-	if first.IsZero() {
-		first = done
+	if t.first.IsZero() {
+		t.first = t.done
 	}
-	if full.IsZero() || full.After(first) {
-		full = first
+	if t.full.IsZero() || t.full.After(t.first) {
+		t.full = t.first
 	}
-	at := func(t time.Time) int64 { return int64(t.Sub(start)) }
-	rate := func(from, to time.Time) float64 {
-		if !to.After(from) {
-			return 0
-		}
-		i := sort.Search(len(run.Done), func(i int) bool { return run.Done[i] >= at(from) })
-		j := sort.Search(len(run.Done), func(i int) bool { return run.Done[i] >= at(to) })
-		return float64(j-i) / to.Sub(from).Seconds()
-	}
-	from := expiry.Add(-b.o.profile.SweepBefore)
-	if early := start.Add(1500 * time.Millisecond); from.Before(early) {
-		from = early // the VUs' first requests open connections and wait for the first batches
-	}
-	res.BeforeS = expiry.Sub(from).Seconds()
-	res.Before, res.During = rate(from, expiry), rate(full, done)
-	if !res.TimedOut {
-		res.After = rate(done, done.Add(sweepAfter))
-	}
-	res.Ratio = res.During / max(res.Before, 1e-9)
-	res.FirstS, res.DoneS = first.Sub(expiry).Seconds(), done.Sub(expiry).Seconds()
-	if res.TimedOut {
-		res.DoneS = 0
-	}
-	if s := done.Sub(full).Seconds(); s > 0 && !res.TimedOut {
-		res.HoldsPerS = float64(n) / s
-	}
-	// The timeline from the start of the window before expiry to the end.
-	res.TimelineFrom, res.TimelineStep = -res.BeforeS, sweepStep.Seconds()
-	ended := start.Add(time.Duration(run.Seconds * float64(time.Second)))
-	for t := from; !t.Add(sweepStep).After(ended); t = t.Add(sweepStep) { // whole steps only
-		res.Timeline = append(res.Timeline, rate(t, t.Add(sweepStep)))
-	}
+	res.record(run, t, b.o.profile.SweepBefore)
 	if err := b.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM reservations WHERE status = 'expired'").Row().Scan(&res.Expired); err != nil {
 		return nil, fmt.Errorf("count expired: %w", err)
 	}
@@ -394,6 +328,83 @@ poll:
 		"timed_out", res.TimedOut, "orders/s_before", int(res.Before), "orders/s_during", int(res.During), "during/before",
 		fmt.Sprintf("%.2f", res.Ratio), "expired", res.Expired, "consistent", res.Consistent)
 	return res, nil
+}
+
+// sweepTimes are the sweep's moments: the load's start, the holds' expiry,
+// the last reading of every hold still reserved (full: the sweep began
+// after it), the first reading of fewer (first: it began by then), and the
+// reading of none (done).
+type sweepTimes struct {
+	start, expiry, full, first, done time.Time
+}
+
+// watchSweep reads the SKU's reserved units every sweepPoll, under the load,
+// until none is left (true) or deadline has passed (false), and notes full,
+// first and done in t.
+func (b *holdsBench) watchSweep(ctx context.Context, sku string, n int, deadline time.Duration, t *sweepTimes) (timedOut bool, err error) {
+	tick := time.NewTicker(sweepPoll)
+	defer tick.Stop()
+	end := time.NewTimer(deadline)
+	defer end.Stop()
+	lastLog := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-end.C:
+			return true, nil
+		case <-tick.C:
+		}
+		var reserved int64
+		if err := b.db.WithContext(ctx).Raw("SELECT reserved FROM skus WHERE sku = ?", sku).Row().Scan(&reserved); err != nil {
+			return false, fmt.Errorf("read reserved: %w", err)
+		}
+		now := time.Now()
+		if reserved == int64(n) {
+			t.full = now
+		} else if t.first.IsZero() {
+			t.first = now
+		}
+		if reserved == 0 {
+			t.done = now
+			return false, nil
+		}
+		if now.Sub(lastLog) >= 5*time.Second {
+			lastLog = now
+			b.log.Info("sweep: progress", "reserved", reserved, "since_expiry", now.Sub(t.expiry).Round(100*time.Millisecond))
+		}
+	}
+}
+
+// record fills in the sweep's rates and timeline from the load's completion
+// times: orders/s in the window of before (at most) up to the expiry, while
+// the holds were swept and after; apart from the measuring so that the
+// arithmetic can be tested on its own.
+func (res *SweepResult) record(run OpRun, t sweepTimes, before time.Duration) {
+	rate := func(from, to time.Time) float64 { return run.rate(t.start, from, to) }
+	from := t.expiry.Add(-before)
+	if early := t.start.Add(1500 * time.Millisecond); from.Before(early) {
+		from = early // the VUs' first requests open connections and wait for the first batches
+	}
+	res.BeforeS = t.expiry.Sub(from).Seconds()
+	res.Before, res.During = rate(from, t.expiry), rate(t.full, t.done)
+	if !res.TimedOut {
+		res.After = rate(t.done, t.done.Add(sweepAfter))
+	}
+	res.Ratio = res.During / max(res.Before, 1e-9)
+	res.FirstS, res.DoneS = t.first.Sub(t.expiry).Seconds(), t.done.Sub(t.expiry).Seconds()
+	if res.TimedOut {
+		res.DoneS = 0
+	}
+	if s := t.done.Sub(t.full).Seconds(); s > 0 && !res.TimedOut {
+		res.HoldsPerS = float64(res.Holds) / s
+	}
+	// The timeline from the start of the window before expiry to the end.
+	res.TimelineFrom, res.TimelineStep = -res.BeforeS, sweepStep.Seconds()
+	ended := t.start.Add(time.Duration(run.Seconds * float64(time.Second)))
+	for x := from; !x.Add(sweepStep).After(ended); x = x.Add(sweepStep) { // whole steps only
+		res.Timeline = append(res.Timeline, rate(x, x.Add(sweepStep)))
+	}
 }
 
 // insertHolds writes, in one transaction, a SKU with stock units and n holds of

@@ -94,28 +94,6 @@ func spliceSection(report, section []byte) []byte {
 	return spliceHeading(report, section, holdsHeading)
 }
 
-// spliceHeading replaces the section of report under heading (up to the next
-// heading of its level) by section, or puts it before "## The strategies", or
-// at the end.
-func spliceHeading(report, section []byte, heading string) []byte {
-	s := string(report)
-	if i := strings.Index(s, "\n"+heading+"\n"); i >= 0 {
-		rest := s[i+1+len(heading):]
-		j := strings.Index(rest, "\n## ")
-		if j < 0 {
-			return []byte(s[:i+1] + string(section))
-		}
-		return []byte(s[:i+1] + string(section) + "\n" + rest[j+1:])
-	}
-	if i := strings.Index(s, "\n## The strategies\n"); i >= 0 {
-		return []byte(s[:i+1] + string(section) + "\n" + s[i+1:])
-	}
-	if s != "" && !strings.HasSuffix(s, "\n\n") {
-		s += "\n"
-	}
-	return []byte(s + string(section))
-}
-
 // chart draws holds.png: the three rates per workload, and orders/s through
 // the sweep with its expiry, first return and end marked.
 func (h *HoldsResults) chart(path string) error {
@@ -254,4 +232,17 @@ func (e everyTicks) Ticks(lo, hi float64) []plot.Tick {
 		out = append(out, plot.Tick{Value: v, Label: fmt.Sprintf("%.0f", v)})
 	}
 	return out
+}
+
+// point is the holds benchmark's point on workload w.
+func (h *HoldsResults) point(w string) (HoldsPoint, bool) {
+	if h == nil {
+		return HoldsPoint{}, false
+	}
+	for _, p := range h.Points {
+		if p.Workload == w {
+			return p, true
+		}
+	}
+	return HoldsPoint{}, false
 }

@@ -126,14 +126,61 @@ type options struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	profile := fs.String("profile", "quick", "quick or full: quick's strategies take under 10 minutes, and each section after them adds its own "+
-		"(the stock events about 3, the soaks the most)")
-	strategies := fs.String("strategies", joinStrategies(orders.Strategies), "strategies to measure, comma-separated")
-	names := fs.String("workloads", "hot,zipf,multi", "workloads to run, comma-separated: hot, zipf, multi")
-	vus := fs.String("vus", "", "VU counts, comma-separated (default: the profile's)")
-	duration := fs.Duration("duration", 0, "length of each run (default: the profile's)")
-	repeats := fs.Int("repeats", 0, "rounds: the strategies are measured in turn, in ABBA order, this many times; each point keeps its median (default: the profile's)")
 	var o options
+	f := defineFlags(fs, &o, getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *f.render != "" {
+		return rerender(*f.render, o, stdout)
+	}
+	if err := f.apply(&o, args, getenv); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if o.soak == "only" && !o.only() {
+		return runSoak(ctx, o, log, stdout)
+	}
+	res, err := measure(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	if o.only() {
+		if err := res.writeSectionsOnly(o, stdout); err != nil {
+			return err
+		}
+		if o.soak == "only" {
+			return runSoak(ctx, o, log, stdout)
+		}
+		return nil
+	}
+	if err := res.write(o); err != nil {
+		return err
+	}
+	res.printSummary(stdout)
+	fmt.Fprintf(stdout, "\nwrote %s, %s/results.json and the charts in %s/\n", o.markdown, o.out, o.out)
+	return soakAfterReport(ctx, o, log, stdout)
+}
+
+// benchFlags are the flags that do not land in an options field as they are:
+// apply checks them and turns them into options.
+type benchFlags struct {
+	profile, strategies, names, vus, render *string
+	duration                                *time.Duration
+	repeats, sweepHolds                     *int
+}
+
+// defineFlags defines the command's flags on fs: into o those kept as
+// given, into the benchFlags returned the others.
+func defineFlags(fs *flag.FlagSet, o *options, getenv func(string) string) benchFlags {
+	var f benchFlags
+	f.profile = fs.String("profile", "quick", "quick or full: quick's strategies take under 10 minutes, and each section after them adds its own "+
+		"(the stock events about 3, the soaks the most)")
+	f.strategies = fs.String("strategies", joinStrategies(orders.Strategies), "strategies to measure, comma-separated")
+	f.names = fs.String("workloads", "hot,zipf,multi", "workloads to run, comma-separated: hot, zipf, multi")
+	f.vus = fs.String("vus", "", "VU counts, comma-separated (default: the profile's)")
+	f.duration = fs.Duration("duration", 0, "length of each run (default: the profile's)")
+	f.repeats = fs.Int("repeats", 0, "rounds: the strategies are measured in turn, in ABBA order, this many times; each point keeps its median (default: the profile's)")
 	fs.IntVar(&o.replicas, "replicas", 3, "replica processes behind the balancer")
 	fs.StringVar(&o.databaseURL, "database-url", envOr(getenv, "STOCKGUARD_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/stockguard_bench?sslmode=disable"),
 		"PostgreSQL database to run on; created if missing, emptied before each strategy ($STOCKGUARD_BENCH_DATABASE_URL)")
@@ -164,32 +211,65 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"are compared (-1: the profile's, quick 200,000, full 1,000,000; 0: no checkout soak)")
 	fs.DurationVar(&o.cpuProfile, "cpu-profile", 10*time.Second, fmt.Sprintf("the CPU profile of one replica of the default strategy under the hot SKU at %d VUs, "+
 		"in a run of its own after the points of its first round, written to the -out folder with its top 20; 0 turns it off", profileVUs))
-	sweepHolds := fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
-	render := fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
+	f.sweepHolds = fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
+	f.render = fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
 		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Stock events section and chart from an events.json, "+
 		"the Authentication section and chart from an auth.json, the Soak section and chart from a soak.json)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *render != "" {
-		return rerender(*render, o, stdout)
-	}
-	p, ok := profiles[*profile]
+	return f
+}
+
+// apply completes o from the flags: the profile with the overrides, the
+// sections' settings checked, the VU counts, strategies and workloads parsed.
+func (f benchFlags) apply(o *options, args []string, getenv func(string) string) error {
+	p, ok := profiles[*f.profile]
 	if !ok {
-		return fmt.Errorf("profile %q (want quick or full)", *profile)
+		return fmt.Errorf("profile %q (want quick or full)", *f.profile)
 	}
-	if *duration > 0 {
-		p.Duration, p.LocksDuration = *duration, *duration
+	if *f.duration > 0 {
+		p.Duration, p.LocksDuration = *f.duration, *f.duration
 	}
-	if *repeats > 0 {
-		p.Repeats, p.LocksRepeats = *repeats, *repeats
+	if *f.repeats > 0 {
+		p.Repeats, p.LocksRepeats = *f.repeats, *f.repeats
 	}
-	if *sweepHolds > 0 {
-		p.SweepHolds = *sweepHolds
+	if *f.sweepHolds > 0 {
+		p.SweepHolds = *f.sweepHolds
 	}
 	if o.soakHolds < 0 {
 		o.soakHolds = p.SoakHolds
 	}
+	if err := o.checkSections(); err != nil {
+		return err
+	}
+	o.requireReal = getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1"
+	o.command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))
+	if *f.vus != "" {
+		vus, err := parseVUs(*f.vus)
+		if err != nil {
+			return err
+		}
+		p.VUs = vus
+	}
+	o.profile = p
+	for _, s := range strings.Split(*f.strategies, ",") {
+		st := orders.Strategy(strings.TrimSpace(s))
+		if !st.Valid() {
+			return fmt.Errorf("unknown strategy %q", s)
+		}
+		o.strategies = append(o.strategies, st)
+	}
+	for _, n := range strings.Split(*f.names, ",") {
+		i := slices.IndexFunc(workloads, func(w Workload) bool { return w.Name == strings.TrimSpace(n) })
+		if i < 0 {
+			return fmt.Errorf("unknown workload %q", n)
+		}
+		o.workloads = append(o.workloads, workloads[i])
+	}
+	return nil
+}
+
+// checkSections checks the sections' settings: each on, off or only, and
+// their VUs, orders, holds and step positive.
+func (o options) checkSections() error {
 	if o.holds != "on" && o.holds != "off" && o.holds != "only" {
 		return fmt.Errorf("holds: %q (want on, off or only)", o.holds)
 	}
@@ -221,81 +301,55 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("soak: orders %d, holds %d, step %d, VUs %d: want positive numbers, the step no more than the orders or the holds",
 			o.soakOrders, o.soakHolds, o.soakStep, o.soakVUs)
 	}
-	o.requireReal = getenv("STOCKGUARD_TEST_REQUIRE_REAL") == "1"
-	o.command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))
-	if *vus != "" {
-		p.VUs = nil
-		for _, v := range strings.Split(*vus, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 1 {
-				return fmt.Errorf("vus: %q is not a positive number", v)
-			}
-			p.VUs = append(p.VUs, n)
+	return nil
+}
+
+// parseVUs parses -vus: positive counts, comma-separated.
+func parseVUs(list string) ([]int, error) {
+	var vus []int
+	for _, v := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("vus: %q is not a positive number", v)
 		}
+		vus = append(vus, n)
 	}
-	o.profile = p
-	for _, s := range strings.Split(*strategies, ",") {
-		st := orders.Strategy(strings.TrimSpace(s))
-		if !st.Valid() {
-			return fmt.Errorf("unknown strategy %q", s)
+	return vus, nil
+}
+
+// writeSectionsOnly writes, of a run of sections alone (-holds only and the
+// like), each measured section into the report in place with its files, and
+// prints its summary.
+func (res *Results) writeSectionsOnly(o options, stdout io.Writer) error {
+	if res.Holds != nil {
+		if err := res.Holds.writeOnly(o); err != nil {
+			return err
 		}
-		o.strategies = append(o.strategies, st)
+		res.Holds.printSummary(stdout)
+		fmt.Fprintf(stdout, "\nwrote the Holds section of %s, %s/holds.json and %s/holds.png\n", o.markdown, o.out, o.out)
 	}
-	for _, n := range strings.Split(*names, ",") {
-		i := slices.IndexFunc(workloads, func(w Workload) bool { return w.Name == strings.TrimSpace(n) })
-		if i < 0 {
-			return fmt.Errorf("unknown workload %q", n)
+	if res.Locks != nil {
+		if err := res.Locks.writeOnly(o); err != nil {
+			return err
 		}
-		o.workloads = append(o.workloads, workloads[i])
+		res.Locks.printSummary(stdout)
+		fmt.Fprintf(stdout, "\nwrote the Lock services section of %s, %s/locks.json and %s/locks.png\n", o.markdown, o.out, o.out)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if o.soak == "only" && !o.only() {
-		return runSoak(ctx, o, log, stdout)
+	if res.Events != nil {
+		if err := res.Events.writeOnly(o); err != nil {
+			return err
+		}
+		res.Events.printSummary(stdout)
+		fmt.Fprintf(stdout, "\nwrote the Stock events section of %s, %s/events.json and %s/events.png\n", o.markdown, o.out, o.out)
 	}
-	res, err := measure(ctx, o, log)
-	if err != nil {
-		return err
+	if res.Auth != nil {
+		if err := res.Auth.writeOnly(o); err != nil {
+			return err
+		}
+		res.Auth.printSummary(stdout)
+		fmt.Fprintf(stdout, "\nwrote the Authentication section of %s, %s/auth.json and %s/auth.png\n", o.markdown, o.out, o.out)
 	}
-	if o.only() {
-		if res.Holds != nil {
-			if err := res.Holds.writeOnly(o); err != nil {
-				return err
-			}
-			res.Holds.printSummary(stdout)
-			fmt.Fprintf(stdout, "\nwrote the Holds section of %s, %s/holds.json and %s/holds.png\n", o.markdown, o.out, o.out)
-		}
-		if res.Locks != nil {
-			if err := res.Locks.writeOnly(o); err != nil {
-				return err
-			}
-			res.Locks.printSummary(stdout)
-			fmt.Fprintf(stdout, "\nwrote the Lock services section of %s, %s/locks.json and %s/locks.png\n", o.markdown, o.out, o.out)
-		}
-		if res.Events != nil {
-			if err := res.Events.writeOnly(o); err != nil {
-				return err
-			}
-			res.Events.printSummary(stdout)
-			fmt.Fprintf(stdout, "\nwrote the Stock events section of %s, %s/events.json and %s/events.png\n", o.markdown, o.out, o.out)
-		}
-		if res.Auth != nil {
-			if err := res.Auth.writeOnly(o); err != nil {
-				return err
-			}
-			res.Auth.printSummary(stdout)
-			fmt.Fprintf(stdout, "\nwrote the Authentication section of %s, %s/auth.json and %s/auth.png\n", o.markdown, o.out, o.out)
-		}
-		if o.soak == "only" {
-			return runSoak(ctx, o, log, stdout)
-		}
-		return nil
-	}
-	if err := res.write(o); err != nil {
-		return err
-	}
-	res.printSummary(stdout)
-	fmt.Fprintf(stdout, "\nwrote %s, %s/results.json and the charts in %s/\n", o.markdown, o.out, o.out)
-	return soakAfterReport(ctx, o, log, stdout)
+	return nil
 }
 
 // only says whether a section alone is measured (-holds only, -locks only,

@@ -19,73 +19,11 @@ replace this file, `+"`benchmarks/results.json`"+` (every run) and the charts.
 `, r.Profile.Name, m.When, m.Commit)
 	in.r = r
 	issueMarkdown(w, in)
-	fmt.Fprintf(w, `
-## Setup
-
-%d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
-the machine's Redis and PostgreSQL, with the load generator as the client (closed model:
-each VU sends its next order when the last is answered; quantity 1, an Idempotency-Key on
-every order, no retries or cancels). The strategies are measured in %d rounds, in turn,
-in ABBA order (forward, then backward), each turn on emptied tables and new replicas; each
-figure is the median of its rounds' runs of %s, ± half their range as a share of it. The
-service runs with its defaults (lock TTL 5s, lock wait 2s). Every run ends with the load
-generator's audit. Stock is ample in the throughput runs; a sell-out run per strategy
-(%d units, %d VUs) checks overselling. The **ceiling** is the same generator, balancer and
-replicas at the same VUs on `+"`GET "+ceilingPath+"`"+`, an endpoint with nothing to do: what
-the HTTP path allows on this machine.
-
-**Machine.** %s, %d cores, %s memory; %s; PostgreSQL %s (fsync %s, synchronous_commit %s);
-Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares the cores.
-
-`, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
-		m.CPU, m.Cores, m.Memory, m.Go, m.PostgreSQL, m.Fsync, m.SyncCommit, m.Redis)
-
-	fmt.Fprintf(w, "## The strategies' targets (issue 17)\n\n| target | figure | |\n|---|---|---|\n")
-	for _, t := range r.Targets {
-		mark := "pass"
-		if !t.Pass {
-			mark = "**miss**"
-		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", t.What, t.Figure, mark)
-	}
-
-	fmt.Fprintf(w, "\n## Accepted orders per second, and p99\n\n")
-	fmt.Fprintf(w, "pgbench, the guarded single-row `UPDATE` alone with 8 clients, one per commit: **%.0f tps** (median of %s).\n\n",
-		median(r.PgBench), fmtList(r.PgBench))
-	r.table(w)
-	fmt.Fprintf(w, "\n![accepted orders/s against VUs per strategy](%s/throughput.png)\n\n![latency percentiles per strategy](%s/latency.png)\n", o.out, o.out)
-
-	fmt.Fprintf(w, "\n## Cost per accepted order\n\n")
-	fmt.Fprintf(w, "| strategy | workload | CPU µs: replicas + Redis + PostgreSQL = total | Redis commands | Redis round trips | DB write transactions |\n|---|---|---:|---:|---:|---:|\n")
-	for _, c := range r.Costs {
-		fmt.Fprintf(w, "| %s | %s | %.0f + %.0f + %.0f = **%.0f** | %.2f | %s | %.3f |\n", c.Strategy, c.Workload,
-			1e6*c.CPU.Replicas, 1e6*c.CPU.Redis, 1e6*c.CPU.Postgres, 1e6*c.CPU.Total(), c.RedisPerOrder, fmtTrips(c.TripsPerOrder), c.DBWritesPerOrder)
-	}
-	fmt.Fprintf(w, `
-CPU is user and system time from `+"`/proc/<pid>/stat`"+` of the replicas, the Redis server and
-every PostgreSQL process (with the postmaster's reaped backends, and its background
-writers: the WAL an order writes is part of its cost), sampled every 100 ms and read off
-at the start and end of each run's load phase; Redis commands are the server's
-`+"`total_commands_processed`"+` (with every command a Lua script runs inside Redis),
-Redis round trips the replicas' own count of their calls to Redis
-(`+"`stockguard_redis_round_trips_total`"+`, read from each replica's `+"`/metrics`"+`:
-a command, a script or a pipeline is one), and database write transactions the
-transaction ids PostgreSQL assigned, over the whole run (its seeding and audit included). All three are
-summed over every VU count and round of the workload and divided by the orders accepted.
-The balancer and the generator are not counted: they are the client's side.
-%s
-![CPU per accepted order](%s/cpu.png)
-
-## Safety and memory
-
-| strategy | sell-out: sold / oversold | peak RSS per replica | peak RssAnon per replica (its RssFile then) |
-|---|---:|---:|---:|
-`, r.profileNote(o.out), o.out)
-	for _, s := range r.strategies() {
-		sell := r.Sellout[s]
-		fmt.Fprintf(w, "| %s | %d / %d | %.1f MiB | %s |\n", s, sell.Accepted, sell.Oversold, float64(r.RSS[s])/(1<<20), fmtMemory(r.Memory[s]))
-	}
-	fmt.Fprintln(w)
+	r.setupMarkdown(w)
+	r.targetsMarkdown(w)
+	r.throughputMarkdown(w, o.out)
+	r.costMarkdown(w, o.out)
+	r.safetyMarkdown(w)
 	if r.Holds != nil {
 		r.Holds.markdown(w, o.out)
 		fmt.Fprintln(w)
@@ -139,6 +77,96 @@ The balancer and the generator are not counted: they are the client's side.
 `)
 	fmt.Fprintf(w, "\nProfile %q: %d VU counts %s, %d workloads, %d strategies.\n", r.Profile.Name, len(r.Profile.VUs),
 		strings.Trim(fmt.Sprint(r.Profile.VUs), "[]"), len(o.workloads), len(r.strategies()))
+}
+
+// The report's sections on the strategies, in its order: each its own
+// function so that markdown reads as the report's outline.
+
+// setupMarkdown writes how the strategies were measured, and on what.
+func (r *Results) setupMarkdown(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, `
+## Setup
+
+%d replica processes of `+"`stockguard serve`"+` behind a round-robin balancer, on
+the machine's Redis and PostgreSQL, with the load generator as the client (closed model:
+each VU sends its next order when the last is answered; quantity 1, an Idempotency-Key on
+every order, no retries or cancels). The strategies are measured in %d rounds, in turn,
+in ABBA order (forward, then backward), each turn on emptied tables and new replicas; each
+figure is the median of its rounds' runs of %s, ± half their range as a share of it. The
+service runs with its defaults (lock TTL 5s, lock wait 2s). Every run ends with the load
+generator's audit. Stock is ample in the throughput runs; a sell-out run per strategy
+(%d units, %d VUs) checks overselling. The **ceiling** is the same generator, balancer and
+replicas at the same VUs on `+"`GET "+ceilingPath+"`"+`, an endpoint with nothing to do: what
+the HTTP path allows on this machine.
+
+**Machine.** %s, %d cores, %s memory; %s; PostgreSQL %s (fsync %s, synchronous_commit %s);
+Redis %s. Everything (replicas, balancer, generator, Redis, PostgreSQL) shares the cores.
+
+`, r.Replicas, r.Profile.Repeats, r.Profile.Duration, sellout.Stock, slices.Max(r.Profile.VUs),
+		m.CPU, m.Cores, m.Memory, m.Go, m.PostgreSQL, m.Fsync, m.SyncCommit, m.Redis)
+}
+
+// targetsMarkdown writes the strategies' targets (issue 17), judged.
+func (r *Results) targetsMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## The strategies' targets (issue 17)\n\n| target | figure | |\n|---|---|---|\n")
+	for _, t := range r.Targets {
+		mark := "pass"
+		if !t.Pass {
+			mark = "**miss**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", t.What, t.Figure, mark)
+	}
+}
+
+// throughputMarkdown writes the orders/s and p99 table with pgbench's
+// ceiling and the charts.
+func (r *Results) throughputMarkdown(w io.Writer, out string) {
+	fmt.Fprintf(w, "\n## Accepted orders per second, and p99\n\n")
+	fmt.Fprintf(w, "pgbench, the guarded single-row `UPDATE` alone with 8 clients, one per commit: **%.0f tps** (median of %s).\n\n",
+		median(r.PgBench), fmtList(r.PgBench))
+	r.table(w)
+	fmt.Fprintf(w, "\n![accepted orders/s against VUs per strategy](%s/throughput.png)\n\n![latency percentiles per strategy](%s/latency.png)\n", out, out)
+}
+
+// costMarkdown writes the CPU, Redis and database cost per accepted order.
+func (r *Results) costMarkdown(w io.Writer, out string) {
+	fmt.Fprintf(w, "\n## Cost per accepted order\n\n")
+	fmt.Fprintf(w, "| strategy | workload | CPU µs: replicas + Redis + PostgreSQL = total | Redis commands | Redis round trips | DB write transactions |\n|---|---|---:|---:|---:|---:|\n")
+	for _, c := range r.Costs {
+		fmt.Fprintf(w, "| %s | %s | %.0f + %.0f + %.0f = **%.0f** | %.2f | %s | %.3f |\n", c.Strategy, c.Workload,
+			1e6*c.CPU.Replicas, 1e6*c.CPU.Redis, 1e6*c.CPU.Postgres, 1e6*c.CPU.Total(), c.RedisPerOrder, fmtTrips(c.TripsPerOrder), c.DBWritesPerOrder)
+	}
+	fmt.Fprintf(w, `
+CPU is user and system time from `+"`/proc/<pid>/stat`"+` of the replicas, the Redis server and
+every PostgreSQL process (with the postmaster's reaped backends, and its background
+writers: the WAL an order writes is part of its cost), sampled every 100 ms and read off
+at the start and end of each run's load phase; Redis commands are the server's
+`+"`total_commands_processed`"+` (with every command a Lua script runs inside Redis),
+Redis round trips the replicas' own count of their calls to Redis
+(`+"`stockguard_redis_round_trips_total`"+`, read from each replica's `+"`/metrics`"+`:
+a command, a script or a pipeline is one), and database write transactions the
+transaction ids PostgreSQL assigned, over the whole run (its seeding and audit included). All three are
+summed over every VU count and round of the workload and divided by the orders accepted.
+The balancer and the generator are not counted: they are the client's side.
+%s
+![CPU per accepted order](%s/cpu.png)
+`, r.profileNote(out), out)
+}
+
+// safetyMarkdown writes the sell-outs and the replicas' memory.
+func (r *Results) safetyMarkdown(w io.Writer) {
+	fmt.Fprint(w, `
+## Safety and memory
+
+| strategy | sell-out: sold / oversold | peak RSS per replica | peak RssAnon per replica (its RssFile then) |
+|---|---:|---:|---:|
+`)
+	for _, s := range r.strategies() {
+		sell := r.Sellout[s]
+		fmt.Fprintf(w, "| %s | %d / %d | %.1f MiB | %s |\n", s, sell.Accepted, sell.Oversold, float64(r.RSS[s])/(1<<20), fmtMemory(r.Memory[s]))
+	}
+	fmt.Fprintln(w)
 }
 
 // profileNote links the CPU profile and its top 20 when the run took one.

@@ -109,34 +109,28 @@ func measure(ctx context.Context, o options, log *slog.Logger) (*Results, error)
 }
 
 func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client, log *slog.Logger) (*Results, error) {
-	var err error
-
 	res := &Results{Profile: o.profile, Replicas: o.replicas, Default: string(orders.DefaultStrategy),
 		RSS: map[string]int64{}, Memory: map[string]Memory{}, Sellout: map[string]Run{}}
 	res.Machine = machine(ctx, db, rdb)
 	if o.only() {
-		if o.holds == "only" {
-			if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
-				return nil, interrupted(ctx, err)
-			}
-		}
-		if o.locks == "only" {
-			if res.Locks, err = measureLocks(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
-				return nil, interrupted(ctx, err)
-			}
-		}
-		if o.events == "only" {
-			if res.Events, err = measureEvents(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
-				return nil, interrupted(ctx, err)
-			}
-		}
-		if o.auth == "only" {
-			if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
-				return nil, interrupted(ctx, err)
-			}
+		if err := measureSections(ctx, o, bins, db, rdb, log, res, "only"); err != nil {
+			return nil, err
 		}
 		return res, nil
 	}
+	if err := measureStrategies(ctx, o, bins, db, rdb, log, res); err != nil {
+		return nil, err
+	}
+	if err := measureSections(ctx, o, bins, db, rdb, log, res, "on"); err != nil {
+		return nil, err
+	}
+	res.summarize()
+	return res, nil
+}
+
+// measureStrategies measures every strategy's block, with pgbench, in
+// o.profile.Repeats rounds, into res.
+func measureStrategies(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client, log *slog.Logger, res *Results) error {
 	rounds := o.profile.Repeats
 	perBlock := len(o.workloads) * len(o.profile.VUs)
 	total := rounds*(len(o.strategies)*perBlock+len(o.profile.VUs)) + len(o.strategies)
@@ -156,7 +150,7 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 	for round := range rounds {
 		tps, err := pgbench(ctx, db, o.databaseURL, o.profile.PgBench)
 		if err != nil {
-			return nil, interrupted(ctx, err)
+			return interrupted(ctx, err)
 		}
 		log.Info("pgbench: guarded single-row UPDATE, 8 clients", "round", round+1, "tps", int(tps))
 		res.PgBench = append(res.PgBench, tps)
@@ -167,7 +161,7 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 		for _, s := range order {
 			b, err := measureBlock(ctx, o, bins, db, rdb, s, round, log, tick)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", s, interrupted(ctx, err))
+				return fmt.Errorf("%s: %w", s, interrupted(ctx, err))
 			}
 			res.Runs = append(res.Runs, b.runs...)
 			res.CeilingRuns = append(res.CeilingRuns, b.ceiling...)
@@ -181,28 +175,35 @@ func measureAll(ctx context.Context, o options, bins topology.Binaries, db *gorm
 			}
 		}
 	}
-	if o.holds == "on" {
+	return nil
+}
+
+// measureSections measures, on the default strategy, the sections whose
+// flag is mode ("only" or "on"), in the report's order, into res.
+func measureSections(ctx context.Context, o options, bins topology.Binaries, db *gorm.DB, rdb *redis.Client, log *slog.Logger,
+	res *Results, mode string) error {
+	var err error
+	if o.holds == mode {
 		if res.Holds, err = measureHolds(ctx, o, bins, db, log, res.Machine); err != nil {
-			return nil, interrupted(ctx, err)
+			return interrupted(ctx, err)
 		}
 	}
-	if o.locks == "on" {
+	if o.locks == mode {
 		if res.Locks, err = measureLocks(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
-			return nil, interrupted(ctx, err)
+			return interrupted(ctx, err)
 		}
 	}
-	if o.events == "on" {
+	if o.events == mode {
 		if res.Events, err = measureEvents(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
-			return nil, interrupted(ctx, err)
+			return interrupted(ctx, err)
 		}
 	}
-	if o.auth == "on" {
+	if o.auth == mode {
 		if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
-			return nil, interrupted(ctx, err)
+			return interrupted(ctx, err)
 		}
 	}
-	res.summarize()
-	return res, nil
+	return nil
 }
 
 // interrupted says so when ctx ended: the error is then its consequence.

@@ -275,6 +275,16 @@ func (r *Results) cost(s, w string) (Cost, bool) {
 	return Cost{}, false
 }
 
+// costPair is strategy s's cost on two workloads, when both were measured.
+func (r *Results) costPair(s, a, b string) (Cost, Cost, bool) {
+	if r == nil {
+		return Cost{}, Cost{}, false
+	}
+	ca, ok1 := r.cost(s, a)
+	cb, ok2 := r.cost(s, b)
+	return ca, cb, ok1 && ok2
+}
+
 func (r *Results) ceilingAt(vus int) (Ceiling, bool) {
 	for _, c := range r.Ceiling {
 		if c.VUs == vus {

@@ -8,9 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
-
-	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // writeResults writes a section's results, v, as dir/name.json and its chart
@@ -74,28 +71,53 @@ func loadNote(cores int, before, after float64) string {
 	return note
 }
 
-// onOff is how an on-against-off section (events, authentication) was run,
-// the head of its results: the command, the commit, the strategy, the load,
-// and the machine's cores and its one-minute load average before and after
-// the section (other work on a shared machine shows there).
-type onOff struct {
-	Command    string        `json:"command"`
-	When       string        `json:"when"`
-	Commit     string        `json:"commit"`
-	Strategy   string        `json:"strategy"`
-	Replicas   int           `json:"replicas"`
-	VUs        int           `json:"vus"`
-	Repeats    int           `json:"repeats"`
-	Duration   time.Duration `json:"duration_ns"`
-	Warmup     time.Duration `json:"warmup_ns"`
-	Cores      int           `json:"cores"`
-	LoadBefore float64       `json:"load_before"`
-	LoadAfter  float64       `json:"load_after"`
+// readJSON reads path's JSON into v.
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
-// newOnOff is the head of an on-against-off section measured now on the
-// default strategy at vus.
-func newOnOff(o options, m Machine, vus int) onOff {
-	return onOff{Command: o.command, When: m.When, Commit: m.Commit, Strategy: string(orders.DefaultStrategy), Replicas: o.replicas,
-		VUs: vus, Repeats: o.profile.Repeats, Duration: o.profile.Duration, Warmup: lockWarmup, Cores: m.Cores, LoadBefore: loadAverage()}
+// spliceLead replaces the section of report under heading by section, or puts
+// it before the report's first section.
+func spliceLead(report, section []byte, heading string) []byte {
+	s := string(report)
+	if strings.Contains(s, "\n"+heading+"\n") || strings.HasPrefix(s, heading+"\n") {
+		if strings.HasPrefix(s, heading+"\n") {
+			s = "\n" + s
+			return []byte(strings.TrimPrefix(string(spliceHeading([]byte(s), section, heading)), "\n"))
+		}
+		return spliceHeading(report, section, heading)
+	}
+	if i := strings.Index(s, "\n## "); i >= 0 {
+		return []byte(s[:i+1] + string(section) + "\n" + s[i+1:])
+	}
+	return spliceHeading(report, section, heading)
+}
+
+// spliceHeading replaces the section of report under heading (up to the next
+// heading of its level) by section, or puts it before "## The strategies", or
+// at the end.
+func spliceHeading(report, section []byte, heading string) []byte {
+	s := string(report)
+	if i := strings.Index(s, "\n"+heading+"\n"); i >= 0 {
+		rest := s[i+1+len(heading):]
+		j := strings.Index(rest, "\n## ")
+		if j < 0 {
+			return []byte(s[:i+1] + string(section))
+		}
+		return []byte(s[:i+1] + string(section) + "\n" + rest[j+1:])
+	}
+	if i := strings.Index(s, "\n## The strategies\n"); i >= 0 {
+		return []byte(s[:i+1] + string(section) + "\n" + s[i+1:])
+	}
+	if s != "" && !strings.HasSuffix(s, "\n\n") {
+		s += "\n"
+	}
+	return []byte(s + string(section))
 }

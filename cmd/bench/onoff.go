@@ -6,17 +6,45 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/topology"
 )
 
 // What the sections that weigh a feature on against off on the default
-// strategy (the stock events, the authentication checks) share: the rounds
-// in ABBA order, the warm-up before each metered run, the pooling of a
-// configuration's runs and the rounds' pairs.
+// strategy (the stock events, the authentication checks) share: the head of
+// their results, the rounds in ABBA order, the warm-up before each metered
+// run, the pooling of a configuration's runs and the rounds' pairs.
+
+// onOff is how an on-against-off section (events, authentication) was run,
+// the head of its results: the command, the commit, the strategy, the load,
+// and the machine's cores and its one-minute load average before and after
+// the section (other work on a shared machine shows there).
+type onOff struct {
+	Command    string        `json:"command"`
+	When       string        `json:"when"`
+	Commit     string        `json:"commit"`
+	Strategy   string        `json:"strategy"`
+	Replicas   int           `json:"replicas"`
+	VUs        int           `json:"vus"`
+	Repeats    int           `json:"repeats"`
+	Duration   time.Duration `json:"duration_ns"`
+	Warmup     time.Duration `json:"warmup_ns"`
+	Cores      int           `json:"cores"`
+	LoadBefore float64       `json:"load_before"`
+	LoadAfter  float64       `json:"load_after"`
+}
+
+// newOnOff is the head of an on-against-off section measured now on the
+// default strategy at vus.
+func newOnOff(o options, m Machine, vus int) onOff {
+	return onOff{Command: o.command, When: m.When, Commit: m.Commit, Strategy: string(orders.DefaultStrategy), Replicas: o.replicas,
+		VUs: vus, Repeats: o.profile.Repeats, Duration: o.profile.Duration, Warmup: lockWarmup, Cores: m.Cores, LoadBefore: loadAverage()}
+}
 
 // sectionWorkloads are those of wls (the -workloads) whose names are among
 // names, in wls' order.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,18 +44,34 @@ type issueInputs struct {
 
 // issueRows judges issue 31's targets on in.
 func issueRows(in issueInputs) []issueRow {
-	r, h, s := in.r, in.h, in.s
-	lockBatch := string(orders.StrategyLockBatch)
-	rows := make([]issueRow, 0, 8)
+	return []issueRow{
+		confirmsRow(in.h),
+		burstRow(in.h),
+		massExpiryRow(in.h),
+		roundTripsRow(in.r),
+		replicaCPURow(in.r),
+		ceilingShareRow(in.r),
+		rssAnonRow(in.r),
+		checkoutSoakRow(in.s),
+	}
+}
 
+// Each row below reads the one file it is judged on (any may be nil, the
+// row then a dash), so that a row's figure and mark sit together.
+
+// confirmsRow is the hot SKU's confirms/s against its orders/s in the holds benchmark.
+func confirmsRow(h *HoldsResults) issueRow {
 	row := issueRow{What: "hot SKU: confirms/s ÷ orders/s (64 VUs)", Before: "0.08×", Target: "≥ 0.8×", Now: notMeasured, Mark: notMeasured}
 	if p, ok := h.point("hot"); ok {
 		row.Now = fmt.Sprintf("%.2f× (%.0f ÷ %.0f/s, %d VUs)", p.ConfirmRatio, p.Confirms, p.Orders, h.VUs)
 		row.Mark = mark(p.ConfirmRatio >= 0.8)
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "confirm burst (200 holds, 4 SKUs): confirmed before expiry", Before: "6-13 of 200", Target: "≥ 190",
+// burstRow is the confirm burst: the median of the bursts' holds confirmed before expiry.
+func burstRow(h *HoldsResults) issueRow {
+	row := issueRow{What: "confirm burst (200 holds, 4 SKUs): confirmed before expiry", Before: "6-13 of 200", Target: "≥ 190",
 		Now: notMeasured, Mark: notMeasured}
 	if h != nil && len(h.Bursts) > 0 {
 		med, lo, hi := burstSummary(h.Bursts)
@@ -66,9 +81,12 @@ func issueRows(in issueInputs) []issueRow {
 		}
 		row.Mark = mark(med >= 190)
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "orders/s during a 100,000-hold mass expiry ÷ before it", Before: "0.31×", Target: "≥ 0.8×", Now: notMeasured, Mark: notMeasured}
+// massExpiryRow is orders/s during the sweeper's mass expiry against before it.
+func massExpiryRow(h *HoldsResults) issueRow {
+	row := issueRow{What: "orders/s during a 100,000-hold mass expiry ÷ before it", Before: "0.31×", Target: "≥ 0.8×", Now: notMeasured, Mark: notMeasured}
 	if h != nil && h.Sweep != nil {
 		sw := h.Sweep
 		row.Now = fmt.Sprintf("%.2f× (%.0f ÷ %.0f/s)", sw.Ratio, sw.During, sw.Before)
@@ -80,9 +98,13 @@ func issueRows(in issueInputs) []issueRow {
 		}
 		row.Mark = mark(sw.Ratio >= 0.8 && !sw.TimedOut)
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "Redis round trips per order, lock-batch, zipf / multi", Before: "9.16 / 28.39 (commands)", Target: "≤ 2 / ≤ 4",
+// roundTripsRow is lock-batch's Redis round trips per order on zipf and multi.
+func roundTripsRow(r *Results) issueRow {
+	lockBatch := string(orders.StrategyLockBatch)
+	row := issueRow{What: "Redis round trips per order, lock-batch, zipf / multi", Before: "9.16 / 28.39 (commands)", Target: "≤ 2 / ≤ 4",
 		Now: notMeasured, Mark: notMeasured}
 	if z, m, ok := r.costPair(lockBatch, "zipf", "multi"); ok {
 		if z.TripsPerOrder > 0 && m.TripsPerOrder > 0 {
@@ -92,18 +114,25 @@ func issueRows(in issueInputs) []issueRow {
 			row.Now = fmt.Sprintf("– (commands: %.2f / %.2f)", z.RedisPerOrder, m.RedisPerOrder)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "replica CPU per order, lock-batch hot", Before: "302 µs", Target: "≤ 150 µs", Now: notMeasured, Mark: notMeasured}
+// replicaCPURow is lock-batch's replica CPU per order on the hot SKU.
+func replicaCPURow(r *Results) issueRow {
+	lockBatch := string(orders.StrategyLockBatch)
+	row := issueRow{What: "replica CPU per order, lock-batch hot", Before: "302 µs", Target: "≤ 150 µs", Now: notMeasured, Mark: notMeasured}
 	if r != nil {
 		if c, ok := r.cost(lockBatch, "hot"); ok {
 			row.Now = fmt.Sprintf("%.0f µs", 1e6*c.CPU.Replicas)
 			row.Mark = mark(c.CPU.Replicas > 0 && c.CPU.Replicas <= 150e-6)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "default at 256 VUs ÷ HTTP ceiling", Before: "30%", Target: "≥ 50%", Now: notMeasured, Mark: notMeasured}
+// ceilingShareRow is the default strategy's orders/s at 256 VUs as a share of the HTTP ceiling.
+func ceilingShareRow(r *Results) issueRow {
+	row := issueRow{What: "default at 256 VUs ÷ HTTP ceiling", Before: "30%", Target: "≥ 50%", Now: notMeasured, Mark: notMeasured}
 	if r != nil {
 		d, ok1 := r.point(r.Default, "hot", 256)
 		c, ok2 := r.ceilingAt(256)
@@ -113,9 +142,12 @@ func issueRows(in issueInputs) []issueRow {
 			row.Mark = mark(share >= 0.5)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "peak RssAnon at 256 VUs", Before: "– (peak RSS 70-74 MiB)", Target: "< 40 MiB", Now: notMeasured, Mark: notMeasured}
+// rssAnonRow is the highest RssAnon of the runs at 256 VUs.
+func rssAnonRow(r *Results) issueRow {
+	row := issueRow{What: "peak RssAnon at 256 VUs", Before: "– (peak RSS 70-74 MiB)", Target: "< 40 MiB", Now: notMeasured, Mark: notMeasured}
 	if r != nil {
 		// The runs at 256 VUs, every strategy's (RssAnon is sampled per run).
 		var peak Memory
@@ -130,9 +162,12 @@ func issueRows(in issueInputs) []issueRow {
 			row.Mark = mark(peak.RssAnon < 40<<20)
 		}
 	}
-	rows = append(rows, row)
+	return row
+}
 
-	row = issueRow{What: "checkout soak, last 100k ÷ first 100k holds", Before: "–", Target: "≥ 0.90", Now: notMeasured, Mark: notMeasured}
+// checkoutSoakRow is the checkout soak's last holds/s against its first.
+func checkoutSoakRow(s *SoakResults) issueRow {
+	row := issueRow{What: "checkout soak, last 100k ÷ first 100k holds", Before: "–", Target: "≥ 0.90", Now: notMeasured, Mark: notMeasured}
 	if s != nil && s.Checkout != nil && len(s.Checkout.Chunks) > 0 {
 		c := s.Checkout
 		if c.Ratio > 0 {
@@ -148,31 +183,7 @@ func issueRows(in issueInputs) []issueRow {
 		}
 		row.Mark = mark(c.Pass && c.AuditsPass)
 	}
-	rows = append(rows, row)
-	return rows
-}
-
-// point is the holds benchmark's point on workload w.
-func (h *HoldsResults) point(w string) (HoldsPoint, bool) {
-	if h == nil {
-		return HoldsPoint{}, false
-	}
-	for _, p := range h.Points {
-		if p.Workload == w {
-			return p, true
-		}
-	}
-	return HoldsPoint{}, false
-}
-
-// costPair is strategy s's cost on two workloads, when both were measured.
-func (r *Results) costPair(s, a, b string) (Cost, Cost, bool) {
-	if r == nil {
-		return Cost{}, Cost{}, false
-	}
-	ca, ok1 := r.cost(s, a)
-	cb, ok2 := r.cost(s, b)
-	return ca, cb, ok1 && ok2
+	return row
 }
 
 // issueMarkdown writes the section.
@@ -234,17 +245,6 @@ func loadIssueInputs(out string, in issueInputs) (issueInputs, error) {
 	return in, errors.Join(errs...)
 }
 
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
 // writeIssueSection writes the section into the report again, from in and
 // the output folder: in place, or first when the report has none.
 func writeIssueSection(o options, in issueInputs) error {
@@ -259,21 +259,4 @@ func writeIssueSection(o options, in issueInputs) error {
 	var section bytes.Buffer
 	issueMarkdown(&section, in)
 	return os.WriteFile(o.markdown, spliceLead(old, section.Bytes(), issueHeading), 0o644)
-}
-
-// spliceLead replaces the section of report under heading by section, or puts
-// it before the report's first section.
-func spliceLead(report, section []byte, heading string) []byte {
-	s := string(report)
-	if strings.Contains(s, "\n"+heading+"\n") || strings.HasPrefix(s, heading+"\n") {
-		if strings.HasPrefix(s, heading+"\n") {
-			s = "\n" + s
-			return []byte(strings.TrimPrefix(string(spliceHeading([]byte(s), section, heading)), "\n"))
-		}
-		return spliceHeading(report, section, heading)
-	}
-	if i := strings.Index(s, "\n## "); i >= 0 {
-		return []byte(s[:i+1] + string(section) + "\n" + s[i+1:])
-	}
-	return spliceHeading(report, section, heading)
 }
