@@ -93,6 +93,7 @@ func TestPostgresPrimaryFailover(t *testing.T) {
 			load := c.startLoad(10*time.Minute, loadVUs) // stopped once the faults are done
 			load.waitTraffic(200)
 			c.waitSweeping()
+			feed := c.followFeed() // a consumer of the events' feed, through every fault
 
 			var done []primaryFault
 			var outs []outage
@@ -111,6 +112,19 @@ func TestPostgresPrimaryFailover(t *testing.T) {
 			s := load.wait()
 			book = holds.wait()
 
+			if err := feed.finish(2 * time.Minute); err != nil {
+				t.Error(err)
+			}
+			fc, err := feed.check(context.Background())
+			switch {
+			case err != nil:
+				t.Error(err)
+			case fc.events == 0:
+				t.Error("the feed follower had no event to check")
+			case fc.skipped > 0 || fc.repeated > 0:
+				t.Errorf("%s (skipped, first: %v)", fc, fc.firstSkipped)
+			}
+			t.Log(fc)
 			refused := c.acceptedEverywhere(context.Background())
 			c.verify(r, s)
 			orders, lost := r.Acknowledged, r.LostAcked
@@ -136,8 +150,8 @@ func TestPostgresPrimaryFailover(t *testing.T) {
 					t.Errorf("%s: the sweeper's leader fence went down across the failover: %d, then %d", f.kind, f.sweeperFence[0], f.sweeperFence[1])
 				}
 			}
-			r.Detail = fmt.Sprintf("%s; %d holds acknowledged, %d confirmed; %d outcome-unknown answers to orders, %d to holds; %d transactions reused a committed fence, %d went below one; %d refusals while the database had the stock",
-				strings.Join(parts, "; "), len(book.holds), hf.Confirmed, c.lb.outcomesUnknown(), book.unknown, r.FencesReused, r.FencesDown, len(refused))
+			r.Detail = fmt.Sprintf("%s; %d holds acknowledged, %d confirmed; %d outcome-unknown answers to orders, %d to holds; %d transactions reused a committed fence, %d went below one; %d refusals while the database had the stock; %s",
+				strings.Join(parts, "; "), len(book.holds), hf.Confirmed, c.lb.outcomesUnknown(), book.unknown, r.FencesReused, r.FencesDown, len(refused), fc)
 		})
 	}
 }
