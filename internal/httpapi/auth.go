@@ -45,9 +45,7 @@ var credentialParams = []string{"access_token", "api_key", "apikey", "key", "tok
 // It puts the caller in the request's context for the use case.
 func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 	if s.cfg.NoAuth {
-		return func(c *gin.Context) {
-			c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), orders.AdminCaller))
-		}
+		return func(c *gin.Context) { withCaller(c, orders.AdminCaller) }
 	}
 	return func(c *gin.Context) {
 		caller, err := s.authenticate(c)
@@ -76,7 +74,7 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 			s.problem(c, &orders.MissingScopeError{Need: scopes})
 			return
 		}
-		c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), caller))
+		withCaller(c, caller)
 		c.Next()
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // maxRequestID bounds an X-Request-Id taken from a client.
@@ -15,18 +17,58 @@ const maxRequestID = 128
 
 type requestIDKey struct{}
 
-// requestID takes the client's X-Request-Id (1 to 128 visible ASCII
-// characters) or makes one, answers it on every response, and puts it in the
-// request's context: in every log line of the request (LogHandler) and in
-// every problem body.
-func (s *server) requestID(c *gin.Context) {
+// requestContext takes the client's X-Request-Id (1 to 128 visible ASCII
+// characters) or makes one, answers it on every response, and gives the
+// request its context: the id (in every log line of the request, LogHandler,
+// and in every problem body) and the deadline (Config.RequestTimeout). need
+// adds the caller to the same context. One context for the three, so that the
+// request is copied once (WithContext), not once per value.
+func (s *server) requestContext(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
 	if !validRequestID(id) {
 		id = newRequestID()
 	}
-	c.Header("X-Request-Id", id)
-	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	rc := &reqContext{Context: ctx, id: id}
+	rc.idHeader[0] = id
+	c.Writer.Header()["X-Request-Id"] = rc.idHeader[:] // as c.Header does, without a slice of its own
+	c.Request = c.Request.WithContext(rc)
 	c.Next()
+}
+
+// reqContext is a request's context: its deadline's, carrying its id and,
+// once need has read it, its caller. The caller is set once, by need, before
+// the handler runs and before any other goroutine has the context.
+type reqContext struct {
+	context.Context // the deadline's
+
+	id        string
+	idHeader  [1]string // X-Request-Id's value in the answer's header
+	caller    orders.Caller
+	hasCaller bool
+}
+
+// Value answers the request's id (a *string) and caller (a *Caller: neither
+// is copied into an interface on each call); any other key is the parent's.
+func (r *reqContext) Value(key any) any {
+	if _, ok := key.(requestIDKey); ok {
+		return &r.id
+	}
+	if r.hasCaller && orders.IsCallerKey(key) {
+		return &r.caller
+	}
+	return r.Context.Value(key)
+}
+
+// withCaller puts the request's caller in its context: in place when the
+// context is requestContext's, else as orders.WithCaller does.
+func withCaller(c *gin.Context, caller orders.Caller) {
+	if rc, ok := c.Request.Context().(*reqContext); ok && !rc.hasCaller {
+		rc.caller, rc.hasCaller = caller, true
+		return
+	}
+	c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), caller))
 }
 
 // validRequestID: 1 to 128 visible ASCII characters, so that logs and answers
@@ -43,8 +85,13 @@ func newRequestID() string {
 
 // RequestID is the request id of ctx, "" outside a request.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	switch id := ctx.Value(requestIDKey{}).(type) {
+	case *string:
+		return *id
+	case string:
+		return id
+	}
+	return ""
 }
 
 // LogHandler adds the request id of a record's context to it (request_id), so

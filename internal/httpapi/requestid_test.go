@@ -84,7 +84,7 @@ func TestRequestIDInContext(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	s := &server{}
-	r.Use(s.requestID)
+	r.Use(s.requestContext)
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, RequestID(c.Request.Context())) })
 	for _, sent := range []string{"abc", ""} {
 		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/", http.NoBody)

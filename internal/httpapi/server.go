@@ -135,9 +135,10 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 		log.Error("--trusted-proxies refused: no proxy is trusted", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
-	// The request id first, so that every line and answer carries it; observe
-	// next, outside recover: it sees the 500 of a panic.
-	r.Use(s.requestID, s.observe, s.recover, s.deadline)
+	// The request's context first (its id and deadline), so that every line
+	// and answer carries the id; observe next, outside recover: it sees the 500
+	// of a panic.
+	r.Use(s.requestContext, s.observe, s.recover)
 	s.routes(r)
 	return r
 }
@@ -153,14 +154,6 @@ func (s *server) recover(c *gin.Context) {
 			s.problem(c, errPanic)
 		}
 	}()
-	c.Next()
-}
-
-// deadline gives every request a deadline.
-func (s *server) deadline(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	c.Request = c.Request.WithContext(ctx)
 	c.Next()
 }
 
