@@ -82,7 +82,10 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 // authenticate reads the request's credential: Authorization: Bearer <secret>,
 // and none in the query string.
 func (s *server) authenticate(c *gin.Context) (orders.Caller, error) {
-	q := c.Request.URL.Query()
+	var q map[string][]string
+	if c.Request.URL.RawQuery != "" { // most requests have none: no map parsed
+		q = c.Request.URL.Query()
+	}
 	for name, vs := range q {
 		for _, v := range vs {
 			if isCredentialParam(name) || strings.HasPrefix(v, "sk_") {
