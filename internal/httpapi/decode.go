@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/gin-gonic/gin"
@@ -18,19 +19,98 @@ import (
 // decode reads a JSON body strictly: application/json, at most MaxBody bytes, no
 // unknown fields, no key twice in one object, no null, nothing after the value.
 func (s *server) decode(c *gin.Context, dst any) error {
-	return decodeBody(c.GetHeader("Content-Type"), http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBody), dst)
+	buf, err := s.body(c)
+	defer freeBody(buf)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(*buf, dst)
+}
+
+// maxPooledBody is the largest body buffer put back in bodies: a larger
+// MaxBody's buffers are left to the collector.
+const maxPooledBody = 64 << 10
+
+// bodies are the buffers request bodies are read into. Decoding copies what
+// it keeps (encoding/json, scanValue's key), so a buffer goes back once its
+// body is decoded.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// body checks the request's Content-Type and reads its body, at most MaxBody
+// bytes, into a buffer from bodies, which the caller gives back (freeBody)
+// once done with the bytes, an error or not.
+func (s *server) body(c *gin.Context) (*[]byte, error) {
+	if err := jsonMediaType(c.GetHeader("Content-Type")); err != nil {
+		return nil, err
+	}
+	buf, _ := bodies.Get().(*[]byte)
+	data, err := readBody(c.Request.Body, s.cfg.MaxBody, (*buf)[:0])
+	*buf = data
+	if err != nil {
+		return buf, decodeError(err)
+	}
+	return buf, nil
+}
+
+// freeBody puts a buffer of body back in bodies.
+func freeBody(buf *[]byte) {
+	if buf != nil && cap(*buf) <= maxPooledBody {
+		bodies.Put(buf)
+	}
+}
+
+// readBody appends body to b until its end: an *http.MaxBytesError once it
+// is over limit bytes (limit < 0: no limit), as http.MaxBytesReader would
+// say, without a reader of its own. A nil body is an empty one.
+func readBody(body io.Reader, limit int64, b []byte) ([]byte, error) {
+	if body == nil {
+		return b, nil
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if limit >= 0 && int64(len(b)) > limit {
+			return b, &http.MaxBytesError{Limit: limit}
+		}
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// jsonMediaType refuses a Content-Type other than application/json (with
+// parameters or not, in any case).
+func jsonMediaType(contentType string) error {
+	if contentType == "application/json" {
+		return nil // as mime.ParseMediaType reads it, without its map of parameters
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/json" {
+		return errMediaType
+	}
+	return nil
 }
 
 // decodeBody is decode on a body the caller has bounded.
 func decodeBody(contentType string, body io.Reader, dst any) error {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil || mt != "application/json" {
-		return errMediaType
+	if err := jsonMediaType(contentType); err != nil {
+		return err
 	}
 	data, err := io.ReadAll(body)
 	if err != nil {
 		return decodeError(err)
 	}
+	return decodeJSON(data, dst)
+}
+
+// decodeJSON is decode on the body's bytes.
+func decodeJSON(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
