@@ -67,12 +67,16 @@ func (n *number) UnmarshalJSON(b []byte) error {
 const maxIdempotencyKey = 255
 
 func (s *server) placeOrder(c *gin.Context) {
-	var req placeOrderRequest
-	key, ok := s.request(c, s.decode, &req)
-	if !ok {
+	items, customer, err := s.decodeOrder(c)
+	var key string
+	if err == nil {
+		key, err = idempotencyKey(c)
+	}
+	if err != nil {
+		s.problem(c, err)
 		return
 	}
-	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: req.items(), IdempotencyKey: key, Customer: string(req.Customer)})
+	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: items, IdempotencyKey: key, Customer: customer})
 	s.created(c, placed, err)
 }
 
