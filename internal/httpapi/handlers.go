@@ -90,7 +90,7 @@ func (s *server) created(c *gin.Context, placed orders.Placed, err error) {
 		c.Header("Idempotent-Replayed", "true")
 	}
 	c.Header("Location", "/v1/orders/"+placed.Order.ID)
-	c.JSON(http.StatusCreated, placed.Order)
+	writeOrder(c, http.StatusCreated, &placed.Order)
 }
 
 // request reads a POST's body into dst with read (decode, or decodeOptional)
@@ -145,7 +145,7 @@ func (s *server) getOrder(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, &o)
 }
 
 func (s *server) cancelOrder(c *gin.Context) {
@@ -154,7 +154,7 @@ func (s *server) cancelOrder(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, &o)
 }
 
 func (s *server) getSKU(c *gin.Context) {
