@@ -38,8 +38,9 @@ func (s *server) requestContext(c *gin.Context) {
 }
 
 // reqContext is a request's context: its deadline's, carrying its id and,
-// once need has read it, its caller. The caller is set once, by need, before
-// the handler runs and before any other goroutine has the context.
+// once need has read it, its caller. The caller (and the route's metrics) is
+// set once, by the route's chain, before the handler runs and before any
+// other goroutine has the context.
 type reqContext struct {
 	context.Context // the deadline's
 
@@ -47,6 +48,7 @@ type reqContext struct {
 	idHeader  [1]string // X-Request-Id's value in the answer's header
 	caller    orders.Caller
 	hasCaller bool
+	metrics   *routeMetrics // the route's, set by its chain; nil: none matched
 }
 
 // Value answers the request's id (a *string) and caller (a *Caller: neither

@@ -166,8 +166,12 @@ func (s *server) observe(c *gin.Context) {
 	}
 	status := c.Writer.Status()
 	took := time.Since(start)
-	s.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(status)).Inc()
-	s.duration.WithLabelValues(route).Observe(took.Seconds())
+	if rc, ok := c.Request.Context().(*reqContext); ok && rc.metrics != nil {
+		rc.metrics.observe(status, took.Seconds()) // the route's, looked up once
+	} else {
+		s.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(status)).Inc()
+		s.duration.WithLabelValues(route).Observe(took.Seconds())
+	}
 	level := slog.LevelInfo
 	switch {
 	case status >= 500 && status != http.StatusServiceUnavailable:
