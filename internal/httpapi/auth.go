@@ -63,8 +63,8 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 		// its scope too: a key cannot probe the routes for free.
 		if s.limiter != nil && caller.ClientID != "" {
 			d := s.limiter.Allow(c.Request.Context(), caller.ClientID, caller.RateLimit)
-			c.Header("RateLimit-Policy", d.Policy)
-			c.Header("RateLimit", d.State)
+			setHeader(c, "RateLimit-Policy", d.Policy)
+			setHeader(c, "RateLimit", d.State)
 			if !d.Allowed {
 				s.rateLimited(c, d, "the client's rate limit is spent")
 				return

@@ -87,9 +87,9 @@ func (s *server) created(c *gin.Context, placed orders.Placed, err error) {
 		return
 	}
 	if placed.Replayed {
-		c.Header("Idempotent-Replayed", "true")
+		setHeader(c, "Idempotent-Replayed", "true")
 	}
-	c.Header("Location", "/v1/orders/"+placed.Order.ID)
+	setHeader(c, "Location", "/v1/orders/"+placed.Order.ID)
 	writeOrder(c, http.StatusCreated, &placed.Order)
 }
 

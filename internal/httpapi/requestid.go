@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -31,9 +32,8 @@ func (s *server) requestContext(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	rc := &reqContext{Context: ctx, id: id}
-	rc.idHeader[0] = id
-	c.Writer.Header()["X-Request-Id"] = rc.idHeader[:] // as c.Header does, without a slice of its own
 	c.Request = c.Request.WithContext(rc)
+	setHeader(c, "X-Request-Id", id)
 	c.Next()
 }
 
@@ -44,8 +44,11 @@ func (s *server) requestContext(c *gin.Context) {
 type reqContext struct {
 	context.Context // the deadline's
 
-	id        string
-	idHeader  [1]string // X-Request-Id's value in the answer's header
+	id string
+	// headers back the values of the answer's headers set by requestContext
+	// and setHeader: X-Request-Id's first.
+	headers   [4]string
+	nHeaders  int
 	caller    orders.Caller
 	hasCaller bool
 	metrics   *routeMetrics // the route's, set by its chain; nil: none matched
@@ -61,6 +64,20 @@ func (r *reqContext) Value(key any) any {
 		return &r.caller
 	}
 	return r.Context.Value(key)
+}
+
+// setHeader sets a header of the answer to value, as c.Header does, but
+// with its value's slice from the request's context while it has room: one
+// allocation fewer per header on the paths every order takes.
+func setHeader(c *gin.Context, name, value string) {
+	rc, ok := c.Request.Context().(*reqContext)
+	if !ok || value == "" || rc.nHeaders == len(rc.headers) {
+		c.Header(name, value)
+		return
+	}
+	i := rc.nHeaders
+	rc.headers[i], rc.nHeaders = value, i+1
+	c.Writer.Header()[http.CanonicalHeaderKey(name)] = rc.headers[i : i+1 : i+1] // capped: an Add copies
 }
 
 // withCaller puts the request's caller in its context: in place when the
