@@ -61,7 +61,9 @@ func (m *routeMetrics) counter(status int) prometheus.Counter {
 		}
 	}
 	c := m.s.requests.WithLabelValues(m.route, m.method, strconv.Itoa(status))
-	grown := append(cs[:len(cs):len(cs)], statusCounter{status, c})
+	grown := make([]statusCounter, len(cs), len(cs)+1) // a copy: readers hold the old one
+	copy(grown, cs)
+	grown = append(grown, statusCounter{status, c})
 	m.counters.Store(&grown)
 	return c
 }
