@@ -418,12 +418,19 @@ func (r *Results) write(o options) error {
 	if err != nil {
 		return err
 	}
+	kept, err := keptSections(o.markdown)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(o.markdown)
 	if err != nil {
 		return err
 	}
 	r.markdown(f, o, in)
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return restoreSections(o.markdown, kept)
 }
 
 func (r *Results) printSummary(w io.Writer) {

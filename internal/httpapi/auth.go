@@ -45,9 +45,7 @@ var credentialParams = []string{"access_token", "api_key", "apikey", "key", "tok
 // It puts the caller in the request's context for the use case.
 func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 	if s.cfg.NoAuth {
-		return func(c *gin.Context) {
-			c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), orders.AdminCaller))
-		}
+		return func(c *gin.Context) { withCaller(c, orders.AdminCaller) }
 	}
 	return func(c *gin.Context) {
 		caller, err := s.authenticate(c)
@@ -65,8 +63,8 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 		// its scope too: a key cannot probe the routes for free.
 		if s.limiter != nil && caller.ClientID != "" {
 			d := s.limiter.Allow(c.Request.Context(), caller.ClientID, caller.RateLimit)
-			c.Header("RateLimit-Policy", d.Policy)
-			c.Header("RateLimit", d.State)
+			setHeader(c, "RateLimit-Policy", d.Policy)
+			setHeader(c, "RateLimit", d.State)
 			if !d.Allowed {
 				s.rateLimited(c, d, "the client's rate limit is spent")
 				return
@@ -76,7 +74,7 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 			s.problem(c, &orders.MissingScopeError{Need: scopes})
 			return
 		}
-		c.Request = c.Request.WithContext(orders.WithCaller(c.Request.Context(), caller))
+		withCaller(c, caller)
 		c.Next()
 	}
 }
@@ -84,7 +82,10 @@ func (s *server) need(scopes ...orders.Scope) gin.HandlerFunc {
 // authenticate reads the request's credential: Authorization: Bearer <secret>,
 // and none in the query string.
 func (s *server) authenticate(c *gin.Context) (orders.Caller, error) {
-	q := c.Request.URL.Query()
+	var q map[string][]string
+	if c.Request.URL.RawQuery != "" { // most requests have none: no map parsed
+		q = c.Request.URL.Query()
+	}
 	for name, vs := range q {
 		for _, v := range vs {
 			if isCredentialParam(name) || strings.HasPrefix(v, "sk_") {

@@ -161,3 +161,29 @@ func FuzzDecodeBodyAsTokenizer(f *testing.F) {
 		}
 	})
 }
+
+// readBody takes a body of limit bytes and refuses one byte more, as
+// http.MaxBytesReader does, whatever the size of the reads.
+func TestReadBodyLimit(t *testing.T) {
+	const limit = 1000
+	for _, n := range []int{0, 1, 511, 512, 513, limit - 1, limit, limit + 1, 3 * limit} {
+		body := strings.Repeat("x", n)
+		for name, r := range map[string]io.Reader{"whole": strings.NewReader(body), "bytewise": iotest.OneByteReader(strings.NewReader(body))} {
+			got, err := readBody(r, limit, nil)
+			var tooLarge *http.MaxBytesError
+			switch {
+			case n > limit && (!errors.As(err, &tooLarge) || tooLarge.Limit != limit):
+				t.Errorf("%d bytes, %s: %v, want a MaxBytesError of %d", n, name, err, limit)
+			case n <= limit && (err != nil || string(got) != body):
+				t.Errorf("%d bytes, %s: %d bytes, %v", n, name, len(got), err)
+			}
+		}
+	}
+	if got, err := readBody(nil, limit, nil); err != nil || len(got) != 0 {
+		t.Errorf("no body: %q, %v", got, err)
+	}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	if _, err := readBody(io.MultiReader(strings.NewReader("{"), iotest.ErrReader(timeout)), limit, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a read error: %v", err)
+	}
+}

@@ -1,20 +1,15 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -72,12 +67,16 @@ func (n *number) UnmarshalJSON(b []byte) error {
 const maxIdempotencyKey = 255
 
 func (s *server) placeOrder(c *gin.Context) {
-	var req placeOrderRequest
-	key, ok := s.request(c, s.decode, &req)
-	if !ok {
+	items, customer, err := s.decodeOrder(c)
+	var key string
+	if err == nil {
+		key, err = idempotencyKey(c)
+	}
+	if err != nil {
+		s.problem(c, err)
 		return
 	}
-	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: req.items(), IdempotencyKey: key, Customer: string(req.Customer)})
+	placed, err := s.orders.Place(c.Request.Context(), orders.PlaceRequest{Items: items, IdempotencyKey: key, Customer: customer})
 	s.created(c, placed, err)
 }
 
@@ -88,10 +87,10 @@ func (s *server) created(c *gin.Context, placed orders.Placed, err error) {
 		return
 	}
 	if placed.Replayed {
-		c.Header("Idempotent-Replayed", "true")
+		setHeader(c, "Idempotent-Replayed", "true")
 	}
-	c.Header("Location", "/v1/orders/"+placed.Order.ID)
-	c.JSON(http.StatusCreated, placed.Order)
+	setHeader(c, "Location", "/v1/orders/"+placed.Order.ID)
+	writeOrder(c, http.StatusCreated, &placed.Order)
 }
 
 // request reads a POST's body into dst with read (decode, or decodeOptional)
@@ -146,7 +145,7 @@ func (s *server) getOrder(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, &o)
 }
 
 func (s *server) cancelOrder(c *gin.Context) {
@@ -155,7 +154,7 @@ func (s *server) cancelOrder(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, &o)
 }
 
 func (s *server) getSKU(c *gin.Context) {
@@ -360,267 +359,4 @@ func (s *server) readyz(c *gin.Context) {
 		}
 	}
 	c.JSON(code, gin.H{"status": status, "dependencies": states})
-}
-
-// decode reads a JSON body strictly: application/json, at most MaxBody bytes, no
-// unknown fields, no key twice in one object, no null, nothing after the value.
-func (s *server) decode(c *gin.Context, dst any) error {
-	return decodeBody(c.GetHeader("Content-Type"), http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBody), dst)
-}
-
-// decodeBody is decode on a body the caller has bounded.
-func decodeBody(contentType string, body io.Reader, dst any) error {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil || mt != "application/json" {
-		return errMediaType
-	}
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return decodeError(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(err)
-	}
-	if !onlySpace(data[dec.InputOffset():]) {
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			if err != nil {
-				return decodeError(err)
-			}
-			return fmt.Errorf("%w: data after the JSON value", errBadJSON)
-		}
-	}
-	if key, null, ok := scanValue(data); ok {
-		// The answers duplicateKey and hasNull would give, in one pass and
-		// without encoding/json's tokenizer (most of a small order's decoding).
-		switch {
-		case key != "":
-			return fmt.Errorf("%w: key %q given twice in one object", errBadJSON, key)
-		case null:
-			return fmt.Errorf("%w: null is the value of no field (leave the field out)", errBadJSON)
-		}
-		return nil
-	}
-	if key, err := duplicateKey(data); err != nil || key != "" {
-		if err != nil {
-			return decodeError(err)
-		}
-		return fmt.Errorf("%w: key %q given twice in one object", errBadJSON, key)
-	}
-	if null, err := hasNull(data); err != nil || null {
-		if err != nil {
-			return decodeError(err)
-		}
-		return fmt.Errorf("%w: null is the value of no field (leave the field out)", errBadJSON)
-	}
-	return nil
-}
-
-// hasNull reports whether data, one JSON value, is or holds a null. No field of
-// any request takes null, and encoding/json would read one as left out: a
-// confirm's "items":null (or a body of null) as every held unit.
-func hasNull(data []byte) (bool, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if tok == nil {
-			return true, nil
-		}
-	}
-}
-
-// onlySpace says whether b is JSON whitespace alone: what follows a value that
-// ends the body.
-func onlySpace(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return false
-		}
-	}
-	return true
-}
-
-// maxDigits is the longest run of digits scanValue lets through: far from the
-// 309 that overflow a float64 (which the tokenizer refuses).
-const maxDigits = 100
-
-// maxScanKeys is the most keys scanValue compares within one object (each
-// with every other); an object with more is left to duplicateKey's map.
-const maxScanKeys = 64
-
-// scanValue is duplicateKey and hasNull at once on data, one JSON value that
-// encoding/json has accepted: the first key given twice in one object, or "";
-// and whether a null is in it. ok is false when a key is not plain ASCII (an
-// escape, or a letter outside ASCII, whose case folding is foldKey's), or an
-// object has over maxScanKeys keys, or a number may be beyond float64 (which
-// duplicateKey refuses): the caller asks duplicateKey and hasNull.
-// For plain ASCII keys foldKey's equality is ASCII case-insensitive equality.
-func scanValue(data []byte) (dup string, null, ok bool) {
-	type span struct{ from, to int }
-	var keysBuf [16]span
-	var openBuf [8]int
-	keys := keysBuf[:0] // the keys of the objects being read, outermost first
-	open := openBuf[:0] // per container being read: where its keys start in keys; -1 for an array
-	prev := byte(0)     // the last structural byte
-	run := 0            // digits in a row
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; c {
-		case '{':
-			open = append(open, len(keys))
-		case '[':
-			open = append(open, -1)
-		case '}', ']':
-			if from := open[len(open)-1]; from >= 0 {
-				keys = keys[:from]
-			}
-			open = open[:len(open)-1]
-		case ',', ':':
-		case 'n':
-			null = true // outside a string, only null starts with n
-			continue
-		case 'e', 'E':
-			// An exponent (outside a string, only a number has an e or an E):
-			// the tokenizer refuses a number beyond float64, which only an
-			// exponent or some 300 digits make.
-			return "", false, false
-		case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			if run++; run > maxDigits {
-				return "", false, false
-			}
-			continue
-		case '"':
-			end, plain := stringEnd(data, i)
-			if len(open) > 0 && open[len(open)-1] >= 0 && (prev == '{' || prev == ',') {
-				if !plain {
-					return "", false, false
-				}
-				from := open[len(open)-1]
-				if len(keys)-from >= maxScanKeys {
-					return "", false, false
-				}
-				key := data[i+1 : end]
-				for _, k := range keys[from:] {
-					if bytes.EqualFold(data[k.from:k.to], key) {
-						return string(key), null, len(key) > 0 // "" twice is duplicateKey's to answer
-					}
-				}
-				keys = append(keys, span{i + 1, end})
-			}
-			i = end
-		default:
-			run = 0
-			continue // a scalar's other bytes, or whitespace
-		}
-		run, prev = 0, data[i]
-	}
-	return "", null, true
-}
-
-// stringEnd is the index of the quote that closes the string opening at
-// data[start], and whether the string is plain: ASCII without escapes.
-func stringEnd(data []byte, start int) (int, bool) {
-	plain := true
-	for i := start + 1; i < len(data); i++ {
-		switch c := data[i]; {
-		case c == '"':
-			return i, plain
-		case c == '\\':
-			plain = false
-			i++ // the escaped byte, a quote included
-		case c >= 0x80:
-			plain = false
-		}
-	}
-	return len(data), false // not reached on a value encoding/json accepted
-}
-
-// duplicateKey returns the first key that data, one JSON value, has twice in the
-// same object, or "". encoding/json would keep the last one and say nothing;
-// such a body asks for two things at once, and is refused. Keys are compared as
-// encoding/json matches them to fields, case-insensitively: "sku" and "SKU"
-// name the same field.
-func duplicateKey(data []byte) (string, error) {
-	type object struct {
-		seen    map[string]bool
-		wantKey bool
-	}
-	var open []*object // the containers being read, innermost last; nil for an array
-	dec := json.NewDecoder(bytes.NewReader(data))
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return "", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		var in *object
-		if len(open) > 0 {
-			in = open[len(open)-1]
-		}
-		switch {
-		case tok == json.Delim('}') || tok == json.Delim(']'):
-			open = open[:len(open)-1]
-			if len(open) > 0 && open[len(open)-1] != nil {
-				open[len(open)-1].wantKey = true // the closed container was a member's value
-			}
-		case in != nil && in.wantKey:
-			key, _ := tok.(string)
-			folded := foldKey(key)
-			if in.seen[folded] {
-				return key, nil
-			}
-			in.seen[folded] = true
-			in.wantKey = false
-		case tok == json.Delim('{'):
-			open = append(open, &object{seen: map[string]bool{}, wantKey: true})
-		case tok == json.Delim('['):
-			open = append(open, nil)
-		case in != nil:
-			in.wantKey = true // a scalar member value
-		}
-	}
-}
-
-// foldKey maps every key that encoding/json matches to the same field name
-// (bytes.EqualFold: Unicode simple case folding) to one string.
-func foldKey(s string) string {
-	return strings.Map(func(r rune) rune {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		return least
-	}, s)
-}
-
-func decodeError(err error) error {
-	var tooLarge *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntax *json.SyntaxError
-	switch {
-	case errors.Is(err, errNotNumber), errors.Is(err, errNotDuration):
-		return fmt.Errorf("%w: %w", errBadJSON, err)
-	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: over %d bytes", errTooLarge, tooLarge.Limit)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("%w: the server's read timeout passed", errBodyTimeout)
-	case errors.As(err, &typeErr):
-		return fmt.Errorf("%w: field %q must be a JSON %s", errBadJSON, typeErr.Field, typeErr.Type.Kind())
-	case errors.As(err, &syntax):
-		return fmt.Errorf("%w: %s at byte %d", errBadJSON, syntax.Error(), syntax.Offset)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: the body ends before the JSON value does", errBadJSON)
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return fmt.Errorf("%w: %s", errBadJSON, strings.TrimPrefix(err.Error(), "json: "))
-	default:
-		return fmt.Errorf("%w: %s", errBadJSON, err.Error())
-	}
 }

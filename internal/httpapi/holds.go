@@ -77,9 +77,9 @@ func (s *server) held(c *gin.Context, status int, held orders.Held, err error) {
 		return
 	}
 	if held.Replayed {
-		c.Header("Idempotent-Replayed", "true")
+		setHeader(c, "Idempotent-Replayed", "true")
 	}
-	c.Header("Location", "/v1/reservations/"+held.Reservation.ID)
+	setHeader(c, "Location", "/v1/reservations/"+held.Reservation.ID)
 	c.JSON(status, held.Reservation)
 }
 
@@ -103,7 +103,7 @@ func (s *server) extendHold(c *gin.Context) {
 		s.held(c, http.StatusOK, held, err) // a replay cannot tell whether the first request moved the expiry
 		return
 	}
-	c.Header("Location", "/v1/reservations/"+held.Reservation.ID)
+	setHeader(c, "Location", "/v1/reservations/"+held.Reservation.ID)
 	c.JSON(http.StatusOK, extended{Reservation: held.Reservation, Extended: !held.Unchanged})
 }
 

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,7 +86,7 @@ func TestRequestIDInContext(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	s := &server{}
-	r.Use(s.requestID)
+	r.Use(s.requestContext)
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, RequestID(c.Request.Context())) })
 	for _, sent := range []string{"abc", ""} {
 		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/", http.NoBody)
@@ -107,5 +109,39 @@ func TestServesTheContract(t *testing.T) {
 	w := get(t, bareHandler(t), "/openapi.yaml", nil, false)
 	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/yaml" || !bytes.Equal(w.Body.Bytes(), api.OpenAPI) {
 		t.Fatalf("%d %q, %d bytes of %d", w.Code, w.Header().Get("Content-Type"), w.Body.Len(), len(api.OpenAPI))
+	}
+}
+
+// setHeader sets headers as c.Header does, past the context's room too.
+func TestSetHeaderAsGin(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	s := &server{cfg: Config{RequestTimeout: time.Second}}
+	r.Use(s.requestContext)
+	names := []string{"Location", "ratelimit", "RateLimit-Policy", "Idempotent-Replayed", "X-A", "X-B", "X-C"}
+	r.GET("/", func(c *gin.Context) {
+		for _, n := range names {
+			setHeader(c, n, "v-"+n)
+		}
+		setHeader(c, "X-A", "") // deletes, as c.Header does
+		c.Writer.Header().Add("Location", "second")
+		c.Status(http.StatusNoContent)
+	})
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/", http.NoBody))
+	for _, n := range names[1:] {
+		want := []string{"v-" + n}
+		if n == "X-A" {
+			want = nil
+		}
+		if got := w.Header().Values(n); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %q, want %q", n, got, want)
+		}
+	}
+	if got := w.Header().Values("Location"); !reflect.DeepEqual(got, []string{"v-Location", "second"}) {
+		t.Errorf("Location: %q", got)
+	}
+	if !madeID.MatchString(w.Header().Get("X-Request-Id")) {
+		t.Errorf("X-Request-Id %q", w.Header().Get("X-Request-Id"))
 	}
 }

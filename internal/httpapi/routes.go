@@ -60,7 +60,7 @@ func (s *server) routes(r *gin.Engine) {
 // records the scopes for the contract's test.
 func (s *server) route(r *gin.Engine, method, path string, h gin.HandlerFunc, scopes ...orders.Scope) {
 	s.scopes[method+" "+path] = scopes
-	r.Handle(method, path, s.need(scopes...), h)
+	r.Handle(method, path, s.routeMetrics(method, path), s.need(scopes...), h)
 }
 
 // RouteScopes returns the scopes of every route, by "METHOD /path" (gin's

@@ -138,9 +138,10 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 		log.Error("--trusted-proxies refused: no proxy is trusted", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
-	// The request id first, so that every line and answer carries it; observe
-	// next, outside recover: it sees the 500 of a panic.
-	r.Use(s.requestID, s.observe, s.recover, s.deadline)
+	// The request's context first (its id and deadline), so that every line
+	// and answer carries the id; observe next, outside recover: it sees the 500
+	// of a panic.
+	r.Use(s.requestContext, s.observe, s.recover)
 	s.routes(r)
 	return r
 }
@@ -159,14 +160,6 @@ func (s *server) recover(c *gin.Context) {
 	c.Next()
 }
 
-// deadline gives every request a deadline.
-func (s *server) deadline(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	c.Request = c.Request.WithContext(ctx)
-	c.Next()
-}
-
 func (s *server) observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -176,8 +169,12 @@ func (s *server) observe(c *gin.Context) {
 	}
 	status := c.Writer.Status()
 	took := time.Since(start)
-	s.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(status)).Inc()
-	s.duration.WithLabelValues(route).Observe(took.Seconds())
+	if rc, ok := c.Request.Context().(*reqContext); ok && rc.metrics != nil {
+		rc.metrics.observe(status, took.Seconds()) // the route's, looked up once
+	} else {
+		s.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(status)).Inc()
+		s.duration.WithLabelValues(route).Observe(took.Seconds())
+	}
 	level := slog.LevelInfo
 	switch {
 	case status >= 500 && status != http.StatusServiceUnavailable:

@@ -217,11 +217,24 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
+// IsCallerKey says whether key is the one WithCaller puts the caller under:
+// for a context that carries its caller itself (httpapi's request context,
+// one value for all of a request's), whose Value answers it with a *Caller.
+func IsCallerKey(key any) bool {
+	_, ok := key.(callerKey)
+	return ok
+}
+
 // CallerOf returns ctx's caller. A context without one (the service's own
 // jobs, tests and tools calling the use case directly) is an admin's.
 func CallerOf(ctx context.Context) Caller {
-	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
+	switch c := ctx.Value(callerKey{}).(type) {
+	case Caller:
 		return c
+	case *Caller:
+		if c != nil {
+			return *c
+		}
 	}
 	return AdminCaller
 }
