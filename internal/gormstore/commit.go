@@ -7,37 +7,25 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Commit writes a batch of orders, holds and refusals in one transaction: per
-// SKU one guarded (and fenced, unless fences is nil) decrement by the batch's
-// total, then every order's and hold's rows and every key's record. A hold's
-// units go to reserved, an order's to sold; a hold's expiry is set from the
-// database's clock.
+// Commit writes a batch of orders, holds and refusals in one transaction: it
+// is CommitChanges (changes.go) without endings. Per SKU one guarded (and
+// fenced, unless fences is nil) decrement by the batch's total, then every
+// order's and hold's rows and every key's record. A hold's units go to
+// reserved, an order's to sold; a hold's expiry is set from the database's
+// clock.
 func (s *Store) Commit(ctx context.Context, b orders.Batch, fences orders.Fences) (map[string]int64, error) {
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		totals := totalsOf(b.Placed)
-		returned := map[string]skuRow{}
-		if err := s.decrement(tx, totals, fences, returned); err != nil {
-			return err
-		}
-		var events *leading
-		if len(totals) > 0 {
-			rows, err := countersAfter(tx, skusOf(totals), returned)
-			if err != nil {
-				return err
-			}
-			after = availableOf(rows)
-			if events, err = placedEvents(b.Placed).carried(s, tx, rows); err != nil {
-				return err
-			}
-		}
-		return s.insertBatch(tx, b, fences, events)
+		var err error
+		_, after, err = s.writeChanges(tx, orders.Changes{Batch: b}, fences)
+		return err
 	})
 	return after, unavailable("commit", conflict(capped(err)))
 }
@@ -51,70 +39,10 @@ func conflict(err error) error {
 	return err
 }
 
-// decrement takes totals (sorted by SKU, so that concurrent transactions lock
-// rows in one order) off the stock with guarded updates, fenced unless fences is
-// nil, and counts them sold; or says why it cannot.
-func (s *Store) decrement(tx *gorm.DB, totals []total, fences orders.Fences, after map[string]skuRow) error {
-	now := s.now()
-	for i, it := range totals {
-		var affected int64
-		var err error
-		n := it.sold + it.reserved
-		if fences == nil {
-			affected, err = update(tx, "UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ?", []any{n, it.sold, it.reserved, it.events, now, it.sku, n}, after)
-		} else {
-			tok := fences[it.sku]
-			affected, err = update(tx, "UPDATE skus SET available = available - ?, sold = sold + ?, reserved = reserved + ?, event_seq = event_seq + ?, fence = ?, updated_at = ? "+
-				"WHERE sku = ? AND available >= ? AND fence < ?", []any{n, it.sold, it.reserved, it.events, tok, now, it.sku, n, tok}, after)
-		}
-		if err != nil {
-			return err
-		}
-		if affected == 0 {
-			// The SKUs before this one were updated in this transaction (their
-			// fence is now the caller's own): only this one and the rest are judged.
-			return whyRefused(tx, totals[i:], fences)
-		}
-	}
-	return nil
-}
-
-// whyRefused tells a stale fence from missing stock after a guarded update
-// touched no row. A stale fence wins: the caller is not the holder any more, or
-// its token repeats one committed (the caller may advance it and try again).
-func whyRefused(tx *gorm.DB, items []total, fences orders.Fences) error {
-	var rows []skuRow
-	if err := tx.Where("sku IN ?", skusOf(items)).Find(&rows).Error; err != nil {
-		return err
-	}
-	bySKU := make(map[string]skuRow, len(rows))
-	for _, r := range rows {
-		bySKU[r.SKU] = r
-	}
-	short := &orders.InsufficientStockError{Available: map[string]int64{}}
-	for _, it := range items {
-		r, ok := bySKU[it.sku]
-		if ok && fences != nil && r.Fence >= fences[it.sku] {
-			return &orders.StaleFenceError{SKU: it.sku, Token: fences[it.sku], Last: r.Fence}
-		}
-		if !ok || r.Available < it.sold+it.reserved {
-			short.SKUs = append(short.SKUs, it.sku)
-			short.Available[it.sku] = max(r.Available, 0)
-		}
-	}
-	if len(short.SKUs) == 0 {
-		return errors.New("guarded update refused for no visible reason")
-	}
-	return short
-}
-
-// total is what a batch takes of one SKU: units sold, and units held, by
-// events placements (one each).
+// total is what a batch takes of one SKU: units sold, and units held.
 type total struct {
 	sku            string
 	sold, reserved int64
-	events         int64
 }
 
 // totalsOf sums the placements' lines per SKU, sorted by SKU.
@@ -132,7 +60,6 @@ func totalsOf(ps []orders.Placement) []total {
 			} else {
 				t.sold += int64(it.Quantity)
 			}
-			t.events++
 		}
 	}
 	out := make([]total, 0, len(sum))
@@ -161,69 +88,83 @@ func placedEvents(ps []orders.Placement) *outbox {
 	return ob
 }
 
-func skusOf(totals []total) []string {
-	out := make([]string, len(totals))
-	for i, t := range totals {
-		out[i] = t.sku
-	}
-	return out
-}
-
 // insertRows is the most rows of one INSERT: below every dialect's limit on
 // bound parameters.
 const insertRows = 500
 
 // insertBatch inserts the orders and holds, their lines and ledger entries,
-// and a record for every keyed placement and refusal; events, when not nil,
-// in the ledger's statement.
-//
-// The caps' counters (caps.go) are raised first: on PostgreSQL they join the
-// events in front of the first INSERT.
-func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences, events *leading) error {
-	events, err := placedCaps(b.Placed).raise(tx, events)
+// and a record for every keyed placement and refusal, after raising the caps'
+// counters (caps.go): CommitUnguarded's, whose counters are its own.
+func (s *Store) insertBatch(tx *gorm.DB, b orders.Batch, fences orders.Fences) error {
+	events, err := placedCaps(b.Placed).raise(tx, nil)
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	var rows []orderRow
-	var lines []lineRow
-	var ledger []ledgerRow
-	var records []idempotencyRow
-	var holds []orders.Placement
+	var clock time.Time
+	if holding(b.Placed) {
+		if clock, err = s.clock(tx); err != nil {
+			return err
+		}
+	}
+	var r inserts
+	r.place(b, fences, clock, s.now())
+	return r.insert(tx, events)
+}
+
+// holding says whether any of ps is a hold.
+func holding(ps []orders.Placement) bool {
+	return slices.ContainsFunc(ps, func(p orders.Placement) bool { return p.Hold != nil })
+}
+
+// inserts are the rows a write inserts, each kind in one INSERT (per
+// insertRows rows).
+type inserts struct {
+	ledger    []ledgerRow
+	orders    []orderRow
+	lines     []lineRow
+	holds     []holdRow
+	holdLines []holdLineRow
+	records   []idempotencyRow
+}
+
+// place adds a batch's rows: its orders and holds, their lines and ledger
+// entries, and a record (stamped recorded) for every keyed placement and
+// refusal. A hold expires at clock (the database's) plus its time to live.
+func (r *inserts) place(b orders.Batch, fences orders.Fences, clock, recorded time.Time) {
 	for _, p := range b.Placed {
 		o := p.Order
+		rec := idempotencyRow{Key: p.Key, Hash: p.Hash, CreatedAt: recorded, UpdatedAt: recorded}
 		if p.Hold != nil {
-			holds = append(holds, p)
-			if p.Key != "" {
-				records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, HoldID: &o.ID, CreatedAt: now, UpdatedAt: now})
+			r.hold(p, fences, clock)
+			rec.HoldID = &o.ID
+		} else {
+			row, olines := orderRows(o)
+			r.orders, r.lines = append(r.orders, row), append(r.lines, olines...)
+			rec.OrderID = &o.ID
+			for _, it := range o.Items {
+				r.ledger = append(r.ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindSale, OrderID: &o.ID,
+					Fence: fences[it.SKU], CreatedAt: o.CreatedAt})
 			}
-			continue
 		}
-		row, olines := orderRows(o)
-		rows, lines = append(rows, row), append(lines, olines...)
 		if p.Key != "" {
-			records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, OrderID: &o.ID, CreatedAt: now, UpdatedAt: now})
-		}
-		for _, it := range o.Items {
-			ledger = append(ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindSale, OrderID: &o.ID,
-				Fence: fences[it.SKU], CreatedAt: o.CreatedAt})
+			r.records = append(r.records, rec)
 		}
 	}
-	holdRows, holdLines, holdLedger, err := s.insertHolds(tx, holds, fences)
-	if err != nil {
-		return err
-	}
-	ledger = append(ledger, holdLedger...)
 	for _, p := range b.Refused {
 		short := slices.Clone(p.Short)
 		slices.Sort(short)
-		records = append(records, idempotencyRow{Key: p.Key, Hash: p.Hash, ShortSKUs: strings.Join(short, ","), CreatedAt: now, UpdatedAt: now})
+		r.records = append(r.records, idempotencyRow{Key: p.Key, Hash: p.Hash, ShortSKUs: strings.Join(short, ","),
+			CreatedAt: recorded, UpdatedAt: recorded})
 	}
-	// The ledger first: the events lead it, and it has as many rows as they
-	// (one per line), so that the statements' shapes, which the driver caches
-	// one by one, are one per batch size and not one per pair of sizes.
-	return insertAll(tx, events, inserter(tx, ledger), inserter(tx, rows), inserter(tx, lines), inserter(tx, holdRows),
-		inserter(tx, holdLines), inserter(tx, records))
+}
+
+// insert inserts the rows, events (when not nil) leading the first INSERT.
+// The ledger first: the events lead it, and it has about as many rows as they
+// (one per line), so that the statements' shapes, which the driver caches one
+// by one, are one per batch size and not one per pair of sizes.
+func (r *inserts) insert(tx *gorm.DB, events *leading) error {
+	return insertAll(tx, events, inserter(tx, r.ledger), inserter(tx, r.orders), inserter(tx, r.lines),
+		inserter(tx, r.holds), inserter(tx, r.holdLines), inserter(tx, r.records))
 }
 
 // insertAll runs the inserts in their order, events (when not nil) leading
@@ -424,7 +365,7 @@ func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have ma
 			}
 		}
 		placed := []orders.Placement{p}
-		if err := s.insertBatch(tx, orders.Batch{Placed: placed}, nil, nil); err != nil {
+		if err := s.insertBatch(tx, orders.Batch{Placed: placed}, nil); err != nil {
 			return err
 		}
 		// Its events say the change it meant; the counters after, what it did.

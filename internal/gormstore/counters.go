@@ -25,17 +25,7 @@ type delta struct{ available, reserved, sold, stocked int64 }
 // Where the database can (returning), the update returns the row as it left
 // it, into after, so that the write need not read it again.
 func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64, after map[string]skuRow) error {
-	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, event_seq = event_seq + ?, updated_at = ?"
-	args := []any{d.available, d.reserved, d.sold, d.stocked, events, s.now()}
-	where := " WHERE sku = ? AND available >= ? AND reserved >= ?"
-	wargs := []any{sku, -d.available, -d.reserved}
-	if fence != orders.NoFence {
-		set += ", fence = ?"
-		args = append(args, fence)
-		where += " AND fence < ?"
-		wargs = append(wargs, fence)
-	}
-	n, err := update(tx, "UPDATE skus SET "+set+where, append(args, wargs...), after)
+	n, err := s.shiftBy(tx, sku, d, -d.available, fence, events, after)
 	if err != nil || n == 1 {
 		return err
 	}
@@ -50,6 +40,23 @@ func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64, aft
 		return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: max(row.Available, 0)}}
 	}
 	return fmt.Errorf("sku %s: reserved %d cannot change by %d", sku, row.Reserved, d.reserved)
+}
+
+// shiftBy is shift's guarded update, with available guarded to be at least
+// atLeast before it (-d.available: never below zero after it, unless a write
+// asks for more); it returns how many rows it changed (0: refused).
+func (s *Store) shiftBy(tx *gorm.DB, sku string, d delta, atLeast, fence, events int64, after map[string]skuRow) (int64, error) {
+	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, event_seq = event_seq + ?, updated_at = ?"
+	args := []any{d.available, d.reserved, d.sold, d.stocked, events, s.now()}
+	where := " WHERE sku = ? AND available >= ? AND reserved >= ?"
+	wargs := []any{sku, atLeast, -d.reserved}
+	if fence != orders.NoFence {
+		set += ", fence = ?"
+		args = append(args, fence)
+		where += " AND fence < ?"
+		wargs = append(wargs, fence)
+	}
+	return update(tx, "UPDATE skus SET "+set+where, append(args, wargs...), after)
 }
 
 // skuColumns are what an update of skus returns, where it can.

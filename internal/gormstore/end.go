@@ -14,39 +14,22 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// End ends holds in one transaction (see orders.Store), in a number of
-// statements that does not grow with the endings: every hold they name is read
-// and locked at once (in id order), each ending is then decided on its own, in
-// order, on those rows and the database's clock read once (a later ending of
-// a hold sees an earlier one's end), and refused before it writes anything;
-// what they change is written together: each SKU's counters once, by the sum,
-// in SKU order (as every writer locks rows), the holds' ends, the orders, the
-// ledger and the keys' records in bulk. One statement per ending was 0.32× the
-// orders' rate on a hot SKU.
+// End ends holds in one transaction (see orders.Store): it is CommitChanges
+// (changes.go) without placements. Its number of statements does not grow
+// with the endings: every hold they name is read and locked at once (in id
+// order), each ending is then decided on its own, in order, on those rows and
+// the database's clock read once (a later ending of a hold sees an earlier
+// one's end), and refused before it writes anything; what they change is
+// written together: each SKU's counters once, by the sum, in SKU order (as
+// every writer locks rows), the holds' ends, the orders, the ledger and the
+// keys' records in bulk. One statement per ending was 0.32× the orders' rate
+// on a hot SKU.
 func (s *Store) End(ctx context.Context, es []orders.Ending, fences orders.Fences) ([]orders.Ended, map[string]int64, error) {
 	var out []orders.Ended
 	var after map[string]int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		w, err := s.endings(tx, es, fences)
-		if err != nil {
-			return err
-		}
-		out = make([]orders.Ended, len(es)) // a retried transaction decides again
-		for i, e := range es {
-			switch {
-			case e.Confirm != nil:
-				out[i] = w.confirm(*e.Confirm)
-			case e.Release != nil:
-				out[i] = w.release(*e.Release)
-			case e.Expire != nil:
-				if out[i], err = w.expire(*e.Expire); err != nil {
-					return err
-				}
-			default:
-				return errors.New("end: an ending with nothing set")
-			}
-		}
-		after, err = w.write()
+		var err error
+		out, after, err = s.writeChanges(tx, orders.Changes{Endings: es}, fences)
 		return err
 	})
 	if err != nil {
@@ -55,9 +38,9 @@ func (s *Store) End(ctx context.Context, es []orders.Ending, fences orders.Fence
 	return out, after, nil
 }
 
-// endings is one End transaction's work: the holds its endings name, as they
-// stand after the endings decided so far, and what those decided, to write
-// together.
+// endings is one write's work (writeChanges, changes.go): the holds its
+// endings name, as they stand after the endings decided so far, and what its
+// placements and those endings decided, to write together.
 type endings struct {
 	store  *Store
 	tx     *gorm.DB
@@ -68,25 +51,25 @@ type endings struct {
 	lines map[string][]holdLineRow
 	ended []*holdRow // those of holds these endings ended, as they end
 
-	sum      map[string]delta
-	caps     capTally // what the endings give back of the caps' counters
-	events   outbox
-	ledger   []ledgerRow
-	orders   []orderRow
-	oLines   []lineRow
-	records  []idempotencyRow
+	sum      map[string]delta // the endings' changes of each SKU's counters
+	caps     capTally         // what the endings give back of the caps' counters
+	events   outbox           // the placements', then the endings'
+	rows     inserts          // likewise
 	recorded time.Time
 }
 
-// endings reads and locks every hold es name, with their lines and the
-// database's time.
-func (s *Store) endings(tx *gorm.DB, es []orders.Ending, fences orders.Fences) (*endings, error) {
-	now, err := s.clock(tx)
-	if err != nil {
-		return nil, err
+// endings reads the database's time when a hold is placed or ended, reads and
+// locks every hold es name, with their lines, and adds b's rows and events.
+func (s *Store) endings(tx *gorm.DB, b orders.Batch, es []orders.Ending, fences orders.Fences) (*endings, error) {
+	w := &endings{store: s, tx: tx, fences: fences, holds: map[string]*holdRow{},
+		sum: map[string]delta{}, events: *placedEvents(b.Placed), recorded: s.now()}
+	if len(es) > 0 || holding(b.Placed) {
+		var err error
+		if w.now, err = s.clock(tx); err != nil {
+			return nil, err
+		}
 	}
-	w := &endings{store: s, tx: tx, now: now, fences: fences, holds: map[string]*holdRow{},
-		sum: map[string]delta{}, recorded: s.now()}
+	w.rows.place(b, fences, w.now, w.recorded)
 	var ids []string
 	for _, e := range es {
 		switch {
@@ -110,10 +93,33 @@ func (s *Store) endings(tx *gorm.DB, es []orders.Ending, fences orders.Fences) (
 	for i := range rows {
 		w.holds[rows[i].ID] = &rows[i]
 	}
+	var err error
 	if w.lines, err = linesOf(tx, ids); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// decide decides each ending on its own, in order: its answer, or its
+// refusal in Ended.Err; an error fails the write.
+func (w *endings) decide(es []orders.Ending) ([]orders.Ended, error) {
+	out := make([]orders.Ended, len(es))
+	for i, e := range es {
+		switch {
+		case e.Confirm != nil:
+			out[i] = w.confirm(*e.Confirm)
+		case e.Release != nil:
+			out[i] = w.release(*e.Release)
+		case e.Expire != nil:
+			var err error
+			if out[i], err = w.expire(*e.Expire); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, errors.New("end: an ending with nothing set")
+		}
+	}
+	return out, nil
 }
 
 // live returns a hold if it is held and not past its expiry, as this
@@ -149,7 +155,7 @@ func (w *endings) record(key, hash string, o orders.Outcome) {
 	if o.ReservationID != "" {
 		row.HoldID = &o.ReservationID
 	}
-	w.records = append(w.records, row)
+	w.rows.records = append(w.rows.records, row)
 }
 
 // confirm makes a held hold's units an order: the units confirmed move from
@@ -182,7 +188,7 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 		w.add(l.SKU, d)
 		w.events.add(l.SKU, orders.EventReservationConfirmed, l.Quantity, d, &id, &row.ID)
 		if l.Quantity > n {
-			w.ledger = append(w.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity - n, Kind: kindRelease, HoldID: &row.ID,
+			w.rows.ledger = append(w.rows.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity - n, Kind: kindRelease, HoldID: &row.ID,
 				Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
 		}
 		// Held no more; the customer's units confirmed stay, now ordered.
@@ -192,8 +198,8 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 	w.end(row, orders.HoldConfirmed, &id)
 	// The order's lines, with no sale in the ledger: available did not change.
 	orow, olines := orderRows(o)
-	w.orders = append(w.orders, orow)
-	w.oLines = append(w.oLines, olines...)
+	w.rows.orders = append(w.rows.orders, orow)
+	w.rows.lines = append(w.rows.lines, olines...)
 	w.record(c.Key, c.Hash, orders.Outcome{OrderID: o.ID})
 	return orders.Ended{Order: o}
 }
@@ -243,7 +249,7 @@ func (w *endings) giveBack(row *holdRow, lines []holdLineRow, kind string, typ o
 		d := delta{available: l.Quantity, reserved: -l.Quantity}
 		w.add(l.SKU, d)
 		w.events.add(l.SKU, typ, l.Quantity, d, nil, &lines[i].HoldID)
-		w.ledger = append(w.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kind, HoldID: &lines[i].HoldID,
+		w.rows.ledger = append(w.rows.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kind, HoldID: &lines[i].HoldID,
 			Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
 	}
 }
@@ -254,46 +260,6 @@ func (w *endings) add(sku string, d delta) {
 	t.reserved += d.reserved
 	t.sold += d.sold
 	w.sum[sku] = t
-}
-
-// write changes each SKU's counters once (fenced, in SKU order), ends the
-// holds, writes the orders, the ledger and the records, and returns the
-// available stock after.
-func (w *endings) write() (map[string]int64, error) {
-	skus := slices.Sorted(maps.Keys(w.sum))
-	returned := map[string]skuRow{}
-	for _, sku := range skus {
-		if err := w.store.shift(w.tx, sku, w.sum[sku], w.fences[sku], w.events.count[sku], returned); err != nil {
-			return nil, err
-		}
-	}
-	// The counters after, and so the events, are known now (on PostgreSQL
-	// from the updates' RETURNING): the events ride in an INSERT below.
-	var after map[string]skuRow
-	var events *leading
-	if len(skus) > 0 {
-		var err error
-		if after, err = countersAfter(w.tx, skus, returned); err != nil {
-			return nil, err
-		}
-		if events, err = w.events.carried(w.store, w.tx, after); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.endHolds(); err != nil {
-		return nil, err
-	}
-	events, err := w.caps.lower(w.tx, events) // on PostgreSQL, beside the events
-	if err != nil {
-		return nil, err
-	}
-	// The ledger first, led by the events, as in insertBatch.
-	err = insertAll(w.tx, events, inserter(w.tx, w.ledger), inserter(w.tx, w.orders), inserter(w.tx, w.oLines),
-		inserter(w.tx, w.records))
-	if err != nil || len(skus) == 0 {
-		return nil, err
-	}
-	return availableOf(after), nil
 }
 
 // endHolds writes the holds' ends: one statement per status, a confirmed

@@ -22,31 +22,18 @@ import (
 // lost; each then acts only on a hold still held and, but for release, not past
 // its expiry.
 
-// insertHolds adds the rows of the batch's holds, setting each one's expiry
-// from the database's clock.
-func (s *Store) insertHolds(tx *gorm.DB, holds []orders.Placement, fences orders.Fences) ([]holdRow, []holdLineRow, []ledgerRow, error) {
-	if len(holds) == 0 {
-		return nil, nil, nil, nil
+// hold adds a hold's row, lines and ledger entries; it expires at clock (the
+// database's) plus its time to live, which it sets in p.Hold for the caller.
+func (r *inserts) hold(p orders.Placement, fences orders.Fences, clock time.Time) {
+	o := p.Order
+	p.Hold.ExpiresAt = stamp(clock.Add(p.Hold.TTL))
+	r.holds = append(r.holds, holdRow{ID: o.ID, Status: string(orders.HoldHeld), CreatedAt: o.CreatedAt, ExpiresAt: p.Hold.ExpiresAt,
+		ClientID: o.ClientID, Customer: o.Customer})
+	for _, it := range o.Items {
+		r.holdLines = append(r.holdLines, holdLineRow{HoldID: o.ID, SKU: it.SKU, Quantity: int64(it.Quantity)})
+		r.ledger = append(r.ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindHold, HoldID: &o.ID,
+			Fence: fences[it.SKU], CreatedAt: o.CreatedAt})
 	}
-	now, err := s.clock(tx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var rows []holdRow
-	var lines []holdLineRow
-	var ledger []ledgerRow
-	for _, p := range holds {
-		o := p.Order
-		p.Hold.ExpiresAt = stamp(now.Add(p.Hold.TTL))
-		rows = append(rows, holdRow{ID: o.ID, Status: string(orders.HoldHeld), CreatedAt: o.CreatedAt, ExpiresAt: p.Hold.ExpiresAt,
-			ClientID: o.ClientID, Customer: o.Customer})
-		for _, it := range o.Items {
-			lines = append(lines, holdLineRow{HoldID: o.ID, SKU: it.SKU, Quantity: int64(it.Quantity)})
-			ledger = append(ledger, ledgerRow{SKU: it.SKU, Delta: -int64(it.Quantity), Kind: kindHold, HoldID: &o.ID,
-				Fence: fences[it.SKU], CreatedAt: o.CreatedAt})
-		}
-	}
-	return rows, lines, ledger, nil
 }
 
 // Reservation returns one hold; a hold past its expiry reads expired.

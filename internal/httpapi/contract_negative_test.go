@@ -864,6 +864,13 @@ func (s *acceptingStore) End(ctx context.Context, es []orders.Ending, _ orders.F
 	return out, map[string]int64{"A-1": 1000}, nil
 }
 
+func (s *acceptingStore) CommitChanges(ctx context.Context, c orders.Changes, f orders.Fences) ([]orders.Ended, map[string]int64, error) {
+	if _, err := s.Commit(ctx, c.Batch, f); err != nil {
+		return nil, nil, err
+	}
+	return s.End(ctx, c.Endings, f)
+}
+
 func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duration, _ orders.Keyed) (orders.Reservation, bool, error) {
 	s.writes.Add(1)
 	r, _ := s.Reservation(ctx, id)

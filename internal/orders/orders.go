@@ -189,6 +189,14 @@ type Batch struct {
 	Refused []Placement
 }
 
+// Changes is what one Store.CommitChanges writes in one transaction: a
+// batch's placements and refusals, as Commit writes them, and its endings, as
+// End writes them.
+type Changes struct {
+	Batch
+	Endings []Ending
+}
+
 // Record is a stored idempotency record: the hash of the request that made it,
 // its outcome, and when it was written (it is kept for a retention, then
 // forgotten).

@@ -78,6 +78,20 @@ type Store interface {
 	// failure of the database fails them all, and nothing is written. It
 	// returns one Ended per ending and the available stock after.
 	End(ctx context.Context, es []Ending, fences Fences) ([]Ended, map[string]int64, error)
+	// CommitChanges writes a batch's placements (as Commit) and its endings
+	// (as End) in one transaction. Each SKU's counters change once, fenced,
+	// by the sum of both, guarded as Commit guards a placement against the
+	// stock before the endings (what they give back is not counted on); the
+	// placements' events come first, then the endings', each SKU's numbered
+	// with no gap. The placements stand or fall together, as in Commit (a
+	// *InsufficientStockError or a *CapError fails the transaction, and
+	// nothing is written); each ending is decided on its own, as in End: its
+	// refusal (Ended.Err) writes nothing of it and leaves the placements and
+	// the other endings. A *StaleFenceError, ErrIdempotencyConflict (any key
+	// of either kind recorded meanwhile) or a failure of the database fails
+	// all of it. It returns one Ended per ending and the available stock
+	// after.
+	CommitChanges(ctx context.Context, c Changes, fences Fences) ([]Ended, map[string]int64, error)
 	// Extend moves a held hold's expiry to the database's time plus ttl, never
 	// earlier, and says whether it moved (a *HoldEndedError for a hold not held).
 	Extend(ctx context.Context, id string, ttl time.Duration, k Keyed) (Reservation, bool, error)

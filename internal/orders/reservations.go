@@ -140,7 +140,8 @@ type Confirmation struct {
 
 // Ending is one way a hold ends, on its way to the store: exactly one of
 // Confirm, Release and Expire is set. lock-batch serves a batch's endings in
-// one transaction (Store.End), each decided on its own.
+// one transaction with its orders and holds (Store.CommitChanges), each decided
+// on its own.
 type Ending struct {
 	Confirm *Confirmation
 	Release *Release

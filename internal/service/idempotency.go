@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/stockguard/stockguard/internal/orders"
@@ -20,9 +21,12 @@ import (
 
 // dedupe answers the placements whose key has a record (replays, mismatches) and
 // those that repeat the key of an earlier one in ps (answered like it, once it
-// is), and returns the indexes of the rest.
-func (s *Service) dedupe(ctx context.Context, ps []orders.Placement, rs []result) (live []int, dupOf map[int]int, err error) {
-	var keys []string
+// is), and returns the indexes of the rest. It reads the records of also (the
+// batch's endings' keys) in the same read, and returns them.
+func (s *Service) dedupe(ctx context.Context, ps []orders.Placement, rs []result, also []string) (live []int, dupOf map[int]int,
+	recs map[string]orders.Record, err error,
+) {
+	keys := slices.Clone(also)
 	first := map[string]int{}
 	dupOf = map[int]int{}
 	for i, p := range ps {
@@ -36,9 +40,9 @@ func (s *Service) dedupe(ctx context.Context, ps []orders.Placement, rs []result
 		first[p.Key] = i
 		keys = append(keys, p.Key)
 	}
-	recs, err := s.records(ctx, keys)
+	recs, err = s.records(ctx, keys)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i, p := range ps {
 		if _, dup := dupOf[i]; dup {
@@ -50,7 +54,7 @@ func (s *Service) dedupe(ctx context.Context, ps []orders.Placement, rs []result
 		}
 		live = append(live, i)
 	}
-	return live, dupOf, nil
+	return live, dupOf, recs, nil
 }
 
 // records reads the records of keys that are within the retention; older ones

@@ -54,8 +54,8 @@ type lockBatch struct {
 
 // change is one item of lock-batch's queue: an order or a hold to place (p),
 // or a hold to end (end: a confirm, a release, the sweeper's expiry) under the
-// locks of skus. A batch serves every kind under one grant: the placements in
-// one transaction, the endings in another, each decided on its own.
+// locks of skus. A batch serves every kind under one grant and in one
+// transaction (Store.CommitChanges), each decided on its own.
 type change struct {
 	p    orders.Placement
 	end  *orders.Ending
@@ -219,8 +219,8 @@ func (s *Service) locked(ctx context.Context, skus []string, take func() []chang
 	return rs, nil
 }
 
-// serveChanges serves a batch's changes under one grant: its placements
-// (serve), then its endings (endHolds), each kind in one transaction.
+// serveChanges serves a batch's changes under one grant: its placements and
+// its endings, each decided on its own, committed in one transaction (serve).
 func (s *Service) serveChanges(ctx context.Context, cs []change, g orders.Grant) []result {
 	rs := make([]result, len(cs))
 	var ps []orders.Placement
@@ -235,29 +235,34 @@ func (s *Service) serveChanges(ctx context.Context, cs []change, g orders.Grant)
 			ps, pi = append(ps, c.p), append(pi, i)
 		}
 	}
-	if len(ps) > 0 {
-		for k, r := range s.serve(ctx, ps, g) {
-			rs[pi[k]] = r
-		}
+	slices.Sort(skus)
+	e := newEndingSet(es, slices.Compact(skus))
+	for k, r := range s.serve(ctx, ps, e, g) {
+		rs[pi[k]] = r
 	}
-	if len(es) > 0 {
-		slices.Sort(skus)
-		for k, r := range s.endHolds(ctx, es, slices.Compact(skus), g) {
-			rs[ei[k]] = r
-		}
+	for k, r := range e.rs {
+		rs[ei[k]] = r
 	}
 	return rs
 }
 
 // serve decides, commits and answers placements under the locks of their SKUs
-// (their SKU sets may differ): replays and repeated keys first, then each order
-// in arrival order against the stock left by those before it, then one commit,
-// then the cache.
-func (s *Service) serve(ctx context.Context, ps []orders.Placement, g orders.Grant) []result {
+// (their SKU sets may differ), and the endings e beside them: replays and
+// repeated keys first (one read of the records for both kinds), then each
+// order in arrival order against the stock left by those before it, then one
+// commit of the placements and the endings, then the cache. Endings with no
+// placement to commit beside them are written alone (endLive).
+func (s *Service) serve(ctx context.Context, ps []orders.Placement, e *endingSet, g orders.Grant) []result {
 	rs := make([]result, len(ps))
-	live, dupOf, err := s.dedupe(ctx, ps, rs)
+	live, dupOf, recs, err := s.dedupe(ctx, ps, rs, e.keys())
+	e.replay(recs) // none when the read failed: every ending is then told why
 	if err == nil && len(live) > 0 {
-		err = s.decideAndCommit(ctx, ps, live, g, rs)
+		err = s.decideAndCommit(ctx, ps, live, e, g, rs)
+	}
+	if err == nil {
+		s.endLive(ctx, e, g) // those no placement's commit took with it
+	} else {
+		e.fail(err)
 	}
 	for i, j := range dupOf {
 		rs[i] = replayOf(rs[j], ps[i].Hash, ps[j])
@@ -273,11 +278,15 @@ func (s *Service) serve(ctx context.Context, ps []orders.Placement, g orders.Gra
 	return rs
 }
 
-// decideAndCommit decides the live placements against the stock, commits them,
-// and repairs the cache: the stock is read from the cache (the database for what
-// it misses), and a refusal or a commit the database refuses is decided again
-// on the database's numbers, never on the cache's word alone (I4).
-func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, live []int, g orders.Grant, rs []result) error {
+// decideAndCommit decides the live placements against the stock, commits them
+// with the endings of e still to write, and repairs the cache: the stock is
+// read from the cache (the database for what it misses), and a refusal or a
+// commit the database refuses is decided again on the database's numbers,
+// never on the cache's word alone (I4). The endings are decided by the store,
+// in each commit tried. When the placements are written one by one (a key
+// recorded meanwhile, counters of the caps that moved), the endings are left
+// to the caller.
+func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, live []int, e *endingSet, g orders.Grant, rs []result) error {
 	livePs := make([]orders.Placement, len(live))
 	for k, i := range live {
 		livePs[k] = ps[i]
@@ -298,13 +307,13 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 		}
 		d = decide(ps, live, st.available, caps)
 	}
-	after, err := s.commit(ctx, ps, d, g)
+	after, err := s.commit(ctx, ps, d, e, g)
 	if errors.Is(err, orders.ErrInsufficientStock) && !st.fromDB { // the cache was wrong
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
 		d = decide(ps, live, st.available, caps)
-		after, err = s.commit(ctx, ps, d, g)
+		after, err = s.commit(ctx, ps, d, e, g)
 	}
 	if isCapped(err) {
 		// The database refused a counter past its cap that the counters read
@@ -318,7 +327,7 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 			return err
 		}
 		d = decide(ps, live, st.available, caps)
-		after, err = s.commit(ctx, ps, d, g)
+		after, err = s.commit(ctx, ps, d, e, g)
 	}
 	switch {
 	case err == nil:
@@ -333,9 +342,25 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 			rs[i] = s.commitOne(ctx, ps[i], g)
 		}
 		return nil
+	case errors.Is(err, orders.ErrInsufficientStock):
+		// Short on the database's own numbers, read under the locks: someone
+		// wrote without them (a lease lost). The placements are told; the
+		// endings, which take no stock, are left to be written alone.
+		s.afterFailure(ctx, skus, err)
+		for _, i := range live {
+			rs[i] = result{err: err}
+		}
+		return nil
 	}
-	s.afterFailure(ctx, skus, err)
+	s.afterFailure(ctx, union(skus, e.skus), err)
 	return err
+}
+
+// union is a and b's SKUs, sorted, once each.
+func union(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // decision is which placements of a batch go through, and what the others
@@ -394,8 +419,10 @@ func (d decision) answer(ps []orders.Placement, rs []result) {
 	}
 }
 
-// commit writes a decision: the orders placed, and the refusals under their keys.
-func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision, g orders.Grant) (map[string]int64, error) {
+// commit writes a decision: the orders placed, and the refusals under their
+// keys; and the endings of e still to write, in the same transaction
+// (Store.CommitChanges), answered when it commits.
+func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision, e *endingSet, g orders.Grant) (map[string]int64, error) {
 	var b orders.Batch
 	for _, i := range d.placed {
 		b.Placed = append(b.Placed, ps[i])
@@ -406,15 +433,24 @@ func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision,
 			b.Refused = append(b.Refused, p)
 		}
 	}
-	if len(b.Placed)+len(b.Refused) == 0 {
+	if len(b.Placed)+len(b.Refused) == 0 && !e.pending() {
 		return nil, nil
 	}
 	var after map[string]int64
+	var out []orders.Ended
 	err := s.fenced(ctx, g, func(fences orders.Fences) error {
 		var err error
-		after, err = s.store.Commit(ctx, b, fences)
+		if !e.pending() {
+			after, err = s.store.Commit(ctx, b, fences)
+			return err
+		}
+		out, after, err = s.store.CommitChanges(ctx, orders.Changes{Batch: b, Endings: e.liveEndings()}, fences)
 		return err
 	})
+	if err == nil && e.pending() {
+		e.written(out)
+		s.dropCounters(ctx, e.skus)
+	}
 	return after, err
 }
 
