@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/lease"
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
@@ -41,7 +42,7 @@ func (s *Service) RunRelay(ctx context.Context) {
 	if s.events == nil {
 		return
 	}
-	s.runJob(ctx, job{name: "relay", lease: RelayLease, leading: s.eobs.RelayLeading, retry: s.cfg.RelayInterval, work: s.relay})
+	lease.Job{Name: "relay", Lease: RelayLease, Leading: s.eobs.RelayLeading, Retry: s.cfg.RelayInterval, Work: s.relay}.Run(ctx, s.leader, s.log)
 }
 
 // relay works rounds until the lease is lost or the database refuses its
@@ -103,7 +104,7 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 		if err != nil {
 			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", wait.String())
 		}
-		if wait > 0 && !sleep(ctx, wait) {
+		if wait > 0 && !lease.Sleep(ctx, wait) {
 			return context.Cause(ctx)
 		}
 	}

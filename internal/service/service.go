@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/lease"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/webhook"
 )
@@ -175,7 +176,7 @@ func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
 	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
 		events: d.Events, stream: d.Stream, eobs: d.EventObserver, log: log, now: now,
-		webhooks: d.Webhooks, sender: d.WebhookSender, retry: d.WebhookRetry, guard: d.WebhookGuard, wait: sleep}
+		webhooks: d.Webhooks, sender: d.WebhookSender, retry: d.WebhookRetry, guard: d.WebhookGuard, wait: lease.Sleep}
 	s.switches, _ = d.Webhooks.(orders.WebhookSwitch)
 	if s.guard == nil {
 		s.guard = webhook.NewGuard()
