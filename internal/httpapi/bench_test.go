@@ -32,7 +32,7 @@ func (placer) Place(_ context.Context, req orders.PlaceRequest) (orders.Placed, 
 // generator sends it: middleware, decoding, metrics and the 201.
 func BenchmarkPlaceOrder(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	h := httpapi.New(httpapi.Config{}, placer{}, nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
+	h := httpapi.New(httpapi.Config{}, httpapi.UseCases{Orders: placer{}}, nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	const body = `{"items":[{"sku":"SKU-00001","quantity":1}]}`
 	b.ReportAllocs()

@@ -18,7 +18,7 @@ import (
 // units held and the limit, as the contract says.
 func TestCapAnswers(t *testing.T) {
 	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	h := newHandler(t, httpapi.UseCases{Orders: m})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	two, zero := int64(2), int64(0)
 	st := orders.Stock{SKU: "S-1", Available: 100, Stocked: 100, MaxPerCustomer: &two}

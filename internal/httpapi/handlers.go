@@ -295,7 +295,7 @@ func (s *server) listEvents(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	data, more, err := s.orders.Events(c.Request.Context(), after, limit)
+	data, more, err := s.feed.Events(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
 

@@ -29,11 +29,11 @@ const token = "s3cret"
 // noAuth is a call's header without a credential.
 var noAuth = map[string]string{"Authorization": ""}
 
-func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
+func newHandler(t *testing.T, uc httpapi.UseCases) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	// Every request and answer is checked against api/openapi.yaml.
-	return apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, m, nil,
+	return apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, uc, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
@@ -151,7 +151,7 @@ func TestPlaceOrderAnswers(t *testing.T) {
 			if tc.result.Order.ID != "" || tc.err != nil {
 				m.EXPECT().Place(mock.Anything, mock.Anything).Return(tc.result, tc.err).Once()
 			}
-			w := do(newHandler(t, m), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header, offContract: tc.off})
+			w := do(newHandler(t, httpapi.UseCases{Orders: m}), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header, offContract: tc.off})
 			if w.Code != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.wantStatus, w.Body)
 			}
@@ -172,7 +172,7 @@ func TestPlaceOrderPassesItemsAndKey(t *testing.T) {
 		IdempotencyKey: "key-1",
 	}).Return(orders.Placed{}, &orders.ValidationError{}).Once()
 	// 1.5 and 1e9 are numbers, but not quantities: they reach validation as 0.
-	do(newHandler(t, m), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"}, offContract: true,
+	do(newHandler(t, httpapi.UseCases{Orders: m}), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"}, offContract: true,
 		body: `{"items":[{"sku":"B","quantity":1},{"sku":"A","quantity":1.5},{"sku":"C","quantity":1000000000}]}`})
 }
 
@@ -194,7 +194,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 				m.EXPECT().RestockOnce(mock.Anything, "A-1", int64(5), "").Return(orders.Stocked{Stock: orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}}, nil).Once()
 				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 			}
-			h := newHandler(t, m)
+			h := newHandler(t, httpapi.UseCases{Orders: m})
 			hdr := map[string]string{"Authorization": tc.auth}
 			for _, c := range []call{
 				// Without a bearer token the request is off the contract.
@@ -219,7 +219,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 // A credential in the query string is refused, even beside a good header:
 // a secret in a URL ends up in logs and proxies.
 func TestCredentialInQueryRefused(t *testing.T) {
-	h := newHandler(t, mocks.NewOrders(t))
+	h := newHandler(t, httpapi.UseCases{Orders: mocks.NewOrders(t)})
 	for _, q := range []string{"access_token=" + token, "api_key=x", "token=x", "x=sk_sg_abc"} {
 		w := do(h, call{method: "GET", path: "/v1/audit?" + q, offContract: true})
 		if w.Code != 401 || !strings.Contains(w.Body.String(), "query string") || w.Header().Get("WWW-Authenticate") != "Bearer" {
@@ -234,7 +234,7 @@ func TestReadRoutesAndFallbacks(t *testing.T) {
 	m.EXPECT().Cancel(mock.Anything, "o1").Return(orders.Order{}, orders.ErrAlreadyCancelled).Once()
 	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5}, nil).Once()
 	m.EXPECT().Audit(mock.Anything, false).RunAndReturn(func(context.Context, bool) (orders.Audit, error) { panic("kaboom") }).Maybe()
-	h := newHandler(t, m)
+	h := newHandler(t, httpapi.UseCases{Orders: m})
 	for _, tc := range []struct {
 		c    call
 		want int
@@ -290,7 +290,7 @@ func TestNoAuthTakesEveryoneAsTheAdmin(t *testing.T) {
 				Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 		}
 		reg := prometheus.NewRegistry()
-		h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, NoAuth: off}, m, nil,
+		h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, NoAuth: off}, httpapi.UseCases{Orders: m}, nil,
 			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.DiscardHandler)))
 		w := do(h, call{method: "GET", path: "/v1/audit", header: noAuth, offContract: true})
 		if want := map[bool]int{false: 401, true: 200}[off]; w.Code != want {
@@ -334,7 +334,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	m := mocks.NewOrders(t)
 	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1"}, nil).Once()
 	reg := prometheus.NewRegistry()
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{Auth: keys{}, Limiter: l}, m, nil,
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{Auth: keys{}, Limiter: l}, httpapi.UseCases{Orders: m}, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.DiscardHandler)))
 	reader := map[string]string{"Authorization": "Bearer sk_sg_reader"}
 	w := do(h, call{method: "GET", path: "/v1/skus/A-1", header: reader})

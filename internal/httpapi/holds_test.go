@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
+	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/httpapi/mocks"
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -113,7 +114,7 @@ func TestHoldAnswers(t *testing.T) {
 			if tc.expect != nil {
 				tc.expect(m)
 			}
-			w := do(newHandler(t, m), tc.call)
+			w := do(newHandler(t, httpapi.UseCases{Orders: m}), tc.call)
 			if w.Code != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.wantStatus, w.Body)
 			}

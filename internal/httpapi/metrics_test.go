@@ -13,7 +13,7 @@ import (
 // A nil metrics handler means another listener serves /metrics
 // (--metrics-addr): here it is no route, answered as any path that is none.
 func TestNoMetricsHandlerNoMetricsRoute(t *testing.T) {
-	h := New(Config{}, nil, nil, nil, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	h := New(Config{}, UseCases{}, nil, nil, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	for _, r := range h.(*gin.Engine).Routes() {
 		if r.Path == "/metrics" {
 			t.Fatalf("%s /metrics is a route without a metrics handler", r.Method)

@@ -16,8 +16,18 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Orders is the use case the handlers call (implemented by *service.Service;
-// cmd/stockguard asserts it).
+// UseCases are what the handlers call, one small interface per use case,
+// each declared beside its handlers. A nil Feed, Webhooks or Republisher
+// answers its routes 404: the stock events are turned off.
+type UseCases struct {
+	Orders      Orders
+	Feed        Feed
+	Webhooks    Webhooks
+	Republisher Republisher
+}
+
+// Orders is the order use case the handlers call (implemented by
+// *service.Service; cmd/stockguard asserts it).
 type Orders interface {
 	Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error)
 	Order(ctx context.Context, id string) (orders.Order, error)
@@ -34,13 +44,6 @@ type Orders interface {
 	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
 	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
 	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
-	Events(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error)
-	CreateWebhook(ctx context.Context, url, secret string) (orders.Webhook, error)
-	Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error)
-	Webhook(ctx context.Context, id string) (orders.Webhook, error)
-	DeleteWebhook(ctx context.Context, id string) error
-	SetWebhookDisabled(ctx context.Context, id string, disabled bool) (orders.Webhook, error)
-	WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error)
 }
 
 // Config tunes the HTTP layer.
@@ -52,9 +55,6 @@ type Config struct {
 	AdminToken string
 	// Clients is the clients' admin API (nil: its routes answer 404).
 	Clients Clients
-	// Republisher rewinds the stream (nil: POST /v1/events/republish
-	// answers 404).
-	Republisher Republisher
 	// Limiter applies the rate limits (nil: none).
 	Limiter Limiter
 	// NoAuth takes every request as the admin's, unchecked and unlimited:
@@ -84,24 +84,28 @@ type Dependency struct {
 }
 
 type server struct {
-	cfg     Config
-	orders  Orders
-	auth    Authenticator
-	clients Clients
-	limiter Limiter
-	scopes  map[string][]orders.Scope // by "METHOD /path": what routes records
-	deps    []Dependency
-	metrics http.Handler
-	log     *slog.Logger
+	cfg         Config
+	orders      Orders
+	feed        Feed
+	webhooks    Webhooks
+	republisher Republisher
+	auth        Authenticator
+	clients     Clients
+	limiter     Limiter
+	scopes      map[string][]orders.Scope // by "METHOD /path": what routes records
+	deps        []Dependency
+	metrics     http.Handler
+	log         *slog.Logger
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
 
-// New returns the HTTP handler. deps are what readiness checks; metrics serves
-// /metrics, or nil when another listener serves it (/metrics is then no route
-// here: 404 no-route); reg receives the HTTP metrics.
-func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
+// New returns the HTTP handler on the use cases uc. deps are what readiness
+// checks; metrics serves /metrics, or nil when another listener serves it
+// (/metrics is then no route here: 404 no-route); reg receives the HTTP
+// metrics.
+func New(cfg Config, uc UseCases, deps []Dependency, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 16 << 10
 	}
@@ -114,7 +118,16 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 	if cfg.Auth == nil && cfg.AdminToken != "" {
 		cfg.Auth = adminOnly(cfg.AdminToken)
 	}
-	s := &server{cfg: cfg, orders: svc, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
+	if uc.Feed == nil {
+		uc.Feed = eventsOff{}
+	}
+	if uc.Webhooks == nil {
+		uc.Webhooks = eventsOff{}
+	}
+	if uc.Republisher == nil {
+		uc.Republisher = eventsOff{}
+	}
+	s := &server{cfg: cfg, orders: uc.Orders, feed: uc.Feed, webhooks: uc.Webhooks, republisher: uc.Republisher, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
 		scopes: map[string][]orders.Scope{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),

@@ -1,4 +1,4 @@
-package service
+package events
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 )
 
 // The relay: the job that takes the outbox's events to the feed and the
-// stream, once per cluster, as the sweeper is: every replica runs RunRelay,
+// stream, once per cluster, as the sweeper (package service) is, on the same
+// loop (package lease): every replica runs RunRelay,
 // the holder of the relay's lease works, and the database checks its token on
 // each write. It moves the feed's end over the committed events below which
 // no write can still commit one (an event's position is its id, given at its
@@ -26,10 +27,11 @@ const RelayLease = "job:events"
 
 // The relay's bounds.
 const (
-	relayBatch      = 500 // events placed, or published, per round
-	relayPurgeRound = 1000
-	relayBacklogAge = time.Second // how often the leader reads the backlog
-	relayMaxBackoff = 5 * time.Second
+	relayBatch       = 500 // events placed, or published, per round
+	relayPurgeRound  = 1000
+	relayPurgeRounds = 100         // rounds per purge pass, so that one purge is bounded
+	relayBacklogAge  = time.Second // how often the leader reads the backlog
+	relayMaxBackoff  = 5 * time.Second
 	// relaySettlePoll is how soon the relay looks again when committed events
 	// wait for a write that took a smaller position: writes end within
 	// milliseconds, and the events' delivery lag is this plus the write.
@@ -269,7 +271,7 @@ type purgePass struct {
 // than a full one.
 func (r *relaying) purgePass(ctx context.Context, p purgePass) (int, error) {
 	total := 0
-	for range purgeRounds {
+	for range relayPurgeRounds {
 		var n int
 		err := r.s.fenced(ctx, r.g, func(f orders.Fences) error {
 			var err error
@@ -316,13 +318,3 @@ func (s *Service) purgeThrough(ctx context.Context) int64 {
 	}
 	return through
 }
-
-// nopEvents is the EventObserver of a service given none.
-type nopEvents struct{}
-
-func (nopEvents) RelayLeading(bool)                            {}
-func (nopEvents) EventBacklog(orders.Backlog, time.Duration)   {}
-func (nopEvents) EventsPublished(string, int, []time.Duration) {}
-func (nopEvents) EventPublishFailed(string)                    {}
-func (nopEvents) EventsPurged(int)                             {}
-func (nopEvents) WebhookAttempt(string)                        {}
