@@ -206,7 +206,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	//nolint:contextcheck // gin handlers take their context from the request
 	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
-		httpapi.UseCases{Orders: svc, Feed: evs, Webhooks: evs, Republisher: evs}, ready, apiMetrics, reg, log)
+		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Feed: evs, Webhooks: evs, Republisher: evs}, ready, apiMetrics, reg, log)
 
 	srv := newHTTPServer(cfg, handler, log)
 	srv.TLSConfig = tlsConfig
@@ -277,6 +277,9 @@ func announceListening(stdout io.Writer, format, addr string) {
 // The handler's use cases: the orders', and the events'.
 var (
 	_ httpapi.Orders      = (*service.Service)(nil)
+	_ httpapi.Holds       = (*service.Service)(nil)
+	_ httpapi.Stock       = (*service.Service)(nil)
+	_ httpapi.Auditor     = (*service.Service)(nil)
 	_ httpapi.Feed        = (*events.Service)(nil)
 	_ httpapi.Webhooks    = (*events.Service)(nil)
 	_ httpapi.Republisher = (*events.Service)(nil)

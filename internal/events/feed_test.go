@@ -82,7 +82,7 @@ func TestEventFeedOverHTTP(t *testing.T) {
 		{orders.EventOrderCancelled, "F-2", 3, placed.Order.ID, "", orders.Levels{Available: 3, Stocked: 3}},
 	}
 
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: "t"}, httpapi.UseCases{Orders: r.svc, Feed: ev}, nil, http.NotFoundHandler(), prometheus.NewRegistry(),
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: "t"}, httpapi.UseCases{Feed: ev}, nil, http.NotFoundHandler(), prometheus.NewRegistry(),
 		slog.New(slog.DiscardHandler)))
 	get := func(query string, admin bool) *httptest.ResponseRecorder {
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/events"+query, nil)

@@ -37,8 +37,8 @@ func problemOf(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
 }
 
 func TestSetStockAnswers(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, httpapi.UseCases{Orders: m})
+	m := mocks.NewStock(t)
+	h := newHandler(t, httpapi.UseCases{Stock: m})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	st := orders.Stock{SKU: "S-1", Available: 7, Stocked: 7}
 	m.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 7}).Return(st, true, nil).Once()
@@ -73,9 +73,9 @@ func TestSetStockAnswers(t *testing.T) {
 }
 
 func TestListAnswers(t *testing.T) {
-	m, feed := mocks.NewOrders(t), mocks.NewFeed(t)
-	h := newHandler(t, httpapi.UseCases{Orders: m, Feed: feed})
-	m.EXPECT().SKUs(mock.Anything, "B", 2).Return([]orders.Stock{{SKU: "C"}, {SKU: "D"}}, true, nil).Once()
+	m, holds, stock, feed := mocks.NewOrders(t), mocks.NewHolds(t), mocks.NewStock(t), mocks.NewFeed(t)
+	h := newHandler(t, httpapi.UseCases{Orders: m, Holds: holds, Stock: stock, Feed: feed})
+	stock.EXPECT().SKUs(mock.Anything, "B", 2).Return([]orders.Stock{{SKU: "C"}, {SKU: "D"}}, true, nil).Once()
 	w := do(h, call{method: "GET", path: "/v1/skus?limit=2&starting_after=B"})
 	var l struct {
 		Object  string         `json:"object"`
@@ -86,7 +86,7 @@ func TestListAnswers(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil || w.Code != 200 || l.Object != "list" || l.URL != "/v1/skus" || !l.HasMore || len(l.Data) != 2 {
 		t.Errorf("SKUs page: %d %s (%v)", w.Code, w.Body, err)
 	}
-	m.EXPECT().SKUs(mock.Anything, "", 20).Return(nil, false, nil).Once()
+	stock.EXPECT().SKUs(mock.Anything, "", 20).Return(nil, false, nil).Once()
 	if w := do(h, call{method: "GET", path: "/v1/skus"}); w.Code != 200 || !strings.Contains(w.Body.String(), `"data":[]`) {
 		t.Errorf("empty SKUs page: %d %s, want 200 and data []", w.Code, w.Body)
 	}
@@ -108,7 +108,7 @@ func TestListAnswers(t *testing.T) {
 		t.Errorf("holds without the admin token: %d, want 401", w.Code)
 	}
 	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	m.EXPECT().Reservations(mock.Anything, "h9", 2).Return([]orders.Reservation{{ID: "h8", Status: orders.HoldHeld,
+	holds.EXPECT().Reservations(mock.Anything, "h9", 2).Return([]orders.Reservation{{ID: "h8", Status: orders.HoldHeld,
 		Items: []orders.Item{{SKU: "A", Quantity: 1}}, CreatedAt: at, ExpiresAt: at.Add(time.Minute)}}, true, nil).Once()
 	w = do(h, call{method: "GET", path: "/v1/reservations?limit=2&starting_after=h9", header: map[string]string{"Authorization": "Bearer " + token}})
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"h8"`) || !strings.Contains(w.Body.String(), `"url":"/v1/reservations"`) ||

@@ -651,7 +651,7 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	reg := prometheus.NewRegistry()
 	clients := auth.NewManager(st, auth.Defaults{MaxUnitsHeldPerSKU: 10, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1}}, nil, nil)
 	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients},
-		httpapi.UseCases{Orders: svc, Feed: ev, Webhooks: ev, Republisher: ev}, nil,
+		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Feed: ev, Webhooks: ev, Republisher: ev}, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)

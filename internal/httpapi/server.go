@@ -17,33 +17,41 @@ import (
 )
 
 // UseCases are what the handlers call, one small interface per use case,
-// each declared beside its handlers. A nil Feed, Webhooks or Republisher
+// each declared beside its handlers: Orders, Stock and Auditor here, Holds
+// in holds.go, Feed and Republisher in events.go, Webhooks in webhooks.go.
+// cmd/stockguard gives *service.Service for the first four and
+// *events.Service for the others. A nil Feed, Webhooks or Republisher
 // answers its routes 404: the stock events are turned off.
 type UseCases struct {
 	Orders      Orders
+	Holds       Holds
+	Stock       Stock
+	Audit       Auditor
 	Feed        Feed
 	Webhooks    Webhooks
 	Republisher Republisher
 }
 
-// Orders is the order use case the handlers call (implemented by
-// *service.Service; cmd/stockguard asserts it).
+// Orders is the orders' use case: place, read, list and cancel them.
 type Orders interface {
 	Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error)
 	Order(ctx context.Context, id string) (orders.Order, error)
+	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)
 	Cancel(ctx context.Context, id string) (orders.Order, error)
+}
+
+// Stock is the catalogue's use case: read, list, restock and set the SKUs'
+// stock.
+type Stock interface {
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
+	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
 	RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error)
 	SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error)
-	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
-	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)
+}
+
+// Auditor checks the invariants on demand (GET /v1/audit).
+type Auditor interface {
 	Audit(ctx context.Context, deep bool) (orders.Audit, error)
-	Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error)
-	Reservation(ctx context.Context, id string) (orders.Reservation, error)
-	Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error)
-	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
-	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
-	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
 }
 
 // Config tunes the HTTP layer.
@@ -84,18 +92,23 @@ type Dependency struct {
 }
 
 type server struct {
-	cfg         Config
-	orders      Orders
+	cfg     Config
+	orders  Orders
+	holds   Holds
+	stock   Stock
+	auditor Auditor
+	auth    Authenticator
+	clients Clients
+	limiter Limiter
+	scopes  map[string][]orders.Scope // by "METHOD /path": what routes records
+	deps    []Dependency
+	metrics http.Handler
+	log     *slog.Logger
+
+	// The stock events' use cases.
 	feed        Feed
 	webhooks    Webhooks
 	republisher Republisher
-	auth        Authenticator
-	clients     Clients
-	limiter     Limiter
-	scopes      map[string][]orders.Scope // by "METHOD /path": what routes records
-	deps        []Dependency
-	metrics     http.Handler
-	log         *slog.Logger
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -127,7 +140,7 @@ func New(cfg Config, uc UseCases, deps []Dependency, metrics http.Handler, reg p
 	if uc.Republisher == nil {
 		uc.Republisher = eventsOff{}
 	}
-	s := &server{cfg: cfg, orders: uc.Orders, feed: uc.Feed, webhooks: uc.Webhooks, republisher: uc.Republisher, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
+	s := &server{cfg: cfg, orders: uc.Orders, holds: uc.Holds, stock: uc.Stock, auditor: uc.Audit, feed: uc.Feed, webhooks: uc.Webhooks, republisher: uc.Republisher, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
 		scopes: map[string][]orders.Scope{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),
