@@ -1,8 +1,10 @@
 // Package service is stockguard's order use case: check the stock, decrement it
 // in the database and update the cache, under the per-SKU locks, with one
 // idempotency protocol for every strategy (the record is written in the order's
-// own transaction). It imports the domain (package orders) and the batching
-// engine (package batch), and no database, cache, lock or HTTP package.
+// own transaction). It imports the domain (package orders), the batching
+// engine (package batch) and the once-per-cluster loop (package lease), and no
+// database, cache, lock or HTTP package, nor the stock events' use case
+// (package events), which relays the events its writes make.
 //
 // An order's path: Place (this file) hands it to the strategy chosen in New;
 // lock-batch queues it (locked.go, on package batch), and a leader serves the
