@@ -35,7 +35,7 @@ const (
 	// natsDown is how long TestEventsRebuildUnderFaults keeps NATS stopped.
 	natsDown = 10 * time.Second
 	// relayBackoffMax is the relay's longest wait between failed rounds
-	// (internal/service's relayMaxBackoff): after NATS returns, the leader may
+	// (internal/events' relayMaxBackoff): after NATS returns, the leader may
 	// be that far into a wait before it publishes again.
 	relayBackoffMax = 5 * time.Second
 	// catchUpBound bounds the delivery of the outage's backlog after NATS

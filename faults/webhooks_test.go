@@ -38,7 +38,7 @@ const (
 	// --webhook-timeout: short, so that events are given up within the test.
 	whRetryFor = 3 * time.Second
 	whTimeout  = 500 * time.Millisecond
-	// whRefresh is internal/service's DefaultWebhookRefresh: an endpoint
+	// whRefresh is internal/events' DefaultWebhookRefresh: an endpoint
 	// registered is served within it.
 	whRefresh = 2 * time.Second
 	// whBaseline is the window of orders with the healthy endpoint alone;

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/auth"
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
@@ -220,14 +221,14 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.duration(&c.idempotencyRetention, "idempotency-retention", "STOCKGUARD_IDEMPOTENCY_RETENTION", service.DefaultRetention, "how long an Idempotency-Key's answer is kept; a request repeating the key after it is a new order")
 	e.duration(&c.maxHoldTTL, "max-hold-ttl", "STOCKGUARD_MAX_HOLD_TTL", orders.DefaultMaxTTL, "longest time to live a hold may be made or extended for (at least 1s)")
 	e.duration(&c.sweepInterval, "sweep-interval", "STOCKGUARD_SWEEP_INTERVAL", service.DefaultSweep, "how often the sweeper's leader returns expired holds' units to available")
-	e.duration(&c.relayInterval, "relay-interval", "STOCKGUARD_RELAY_INTERVAL", service.DefaultRelay, "how often the events relay's leader looks for new stock events when it found none; the feed and the stream are this late at most, when idle")
-	e.duration(&c.eventRetention, "event-retention", "STOCKGUARD_EVENT_RETENTION", service.DefaultEventRetention, "how long a delivered stock event stays in the feed (GET /v1/events) before it is purged; a webhook endpoint that is behind holds events back for up to twice this")
+	e.duration(&c.relayInterval, "relay-interval", "STOCKGUARD_RELAY_INTERVAL", events.DefaultRelay, "how often the events relay's leader looks for new stock events when it found none; the feed and the stream are this late at most, when idle")
+	e.duration(&c.eventRetention, "event-retention", "STOCKGUARD_EVENT_RETENTION", events.DefaultEventRetention, "how long a delivered stock event stays in the feed (GET /v1/events) before it is purged; a webhook endpoint that is behind holds events back for up to twice this")
 	e.boolean(&c.events, "events", "STOCKGUARD_EVENTS", "write a stock event for every change of a SKU's counters, in its transaction, and relay them (GET /v1/events, --nats-url, webhooks); off writes none and runs no relay (the feed answers 404)", true)
 	e.secret(&c.natsURL, "nats-url", "NATS_URL", "", "NATS with JetStream, where the relay publishes every stock event (stockguard.sku.<sku>): nats://host:4222; empty publishes none (the feed still has them)")
 	e.duration(&c.webhookRetryFor, "webhook-retry-for", "STOCKGUARD_WEBHOOK_RETRY_FOR", webhook.DefaultFor, "how long a webhook delivery is retried, with exponential backoff and jitter, before the event is recorded failed and skipped")
 	e.duration(&c.webhookTimeout, "webhook-timeout", "STOCKGUARD_WEBHOOK_TIMEOUT", defaultWebhookTimeout, "deadline of one webhook delivery attempt: the request sent and the answer's status read")
 	e.str(&c.webhookAllowNetworks, "webhook-allow-networks", "STOCKGUARD_WEBHOOK_ALLOW_NETWORKS", "", "comma-separated CIDRs a webhook may reach although they are loopback, private or otherwise inside (a compose network, a test receiver on 127.0.0.0/8); empty allows none: such URLs are refused at registration (422) and every connection to such an address is refused when dialled")
-	e.duration(&c.webhookDisableAfter, "webhook-disable-after", "STOCKGUARD_WEBHOOK_DISABLE_AFTER", service.DefaultWebhookDisableAfter, "a webhook endpoint whose attempts have all failed, with no success, for this long is disabled until PATCH /v1/webhooks/{id} enables it (one that answers 410 Gone is disabled at once)")
+	e.duration(&c.webhookDisableAfter, "webhook-disable-after", "STOCKGUARD_WEBHOOK_DISABLE_AFTER", events.DefaultWebhookDisableAfter, "a webhook endpoint whose attempts have all failed, with no success, for this long is disabled until PATCH /v1/webhooks/{id} enables it (one that answers 410 Gone is disabled at once)")
 	e.duration(&c.unsafeWindow, "unsafe-window", "STOCKGUARD_UNSAFE_WINDOW", service.DefaultUnsafeWindow, "unsafe only: the wait between reading the stock and writing it back, widened on purpose so that the control group oversells every time")
 	e.duration(&c.readHeaderTimeout, "read-header-timeout", "STOCKGUARD_READ_HEADER_TIMEOUT", 5*time.Second, "how long a client may take to send a request's headers before its connection is closed")
 	e.duration(&c.readTimeout, "read-timeout", "STOCKGUARD_READ_TIMEOUT", 15*time.Second, "how long a client may take to send a whole request, headers and body")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stockguard/stockguard/internal/auth"
 	"github.com/stockguard/stockguard/internal/embedredis"
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
@@ -146,13 +147,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	if allowed := guard.Allowed(); len(allowed) > 0 {
 		log.Info("webhooks may reach these networks inside", "networks", fmt.Sprint(allowed))
 	}
+	leader := skulock.NewLocker(leases, lockDep)
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
-		Leader: skulock.NewLocker(leases, lockDep), Observer: obs, Events: store, Stream: stream, EventObserver: eobs,
-		Webhooks: store, WebhookSender: newWebhookSender(cfg.webhookTimeout, guard), WebhookRetry: webhook.Policy{For: cfg.webhookRetryFor},
-		WebhookGuard: guard}
+		Leader: leader, Observer: obs}
+	edeps := events.Deps{Events: store, Stream: stream, Observer: eobs, Leader: leader, Fences: obs,
+		Webhooks: store, Sender: newWebhookSender(cfg.webhookTimeout, guard), Retry: webhook.Policy{For: cfg.webhookRetryFor},
+		Guard: guard}
 	if !cfg.events {
 		log.Info("events off: no stock event is written, no relay runs")
-		deps.Store, deps.Events, deps.Stream = store.WithoutEvents(), nil, nil
+		deps.Store, edeps.Events, edeps.Stream = store.WithoutEvents(), nil, nil
 	}
 	switch orders.Strategy(cfg.strategy) {
 	case orders.StrategyLockPolling:
@@ -162,15 +165,16 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	svc := service.New(service.Config{Strategy: orders.Strategy(cfg.strategy), MaxBatch: cfg.maxBatch, MaxQueue: cfg.maxQueue,
 		BatchTimeout: cfg.batchTimeout(), Retention: cfg.idempotencyRetention, UnsafeWindow: cfg.unsafeWindow,
-		MaxHoldTTL: cfg.maxHoldTTL, SweepInterval: cfg.sweepInterval, LockTTL: cfg.lockTTL,
-		RelayInterval: cfg.relayInterval, EventRetention: cfg.eventRetention, WebhookDisableAfter: cfg.webhookDisableAfter}, deps, log, time.Now)
+		MaxHoldTTL: cfg.maxHoldTTL, SweepInterval: cfg.sweepInterval, LockTTL: cfg.lockTTL}, deps, log, time.Now)
+	evs := events.New(events.Config{RelayInterval: cfg.relayInterval, EventRetention: cfg.eventRetention,
+		WebhookDisableAfter: cfg.webhookDisableAfter}, edeps, log, time.Now)
 	sweepCtx, stopSweeper := context.WithCancel(ctx)
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); svc.RunSweeper(sweepCtx) }()
 	defer func() { stopSweeper(); <-sweeping }() // its lease released before the connections close
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	relaying := make(chan struct{})
-	go func() { defer close(relaying); svc.RunRelay(relayCtx) }()
+	go func() { defer close(relaying); evs.RunRelay(relayCtx) }()
 	defer func() { stopRelay(); <-relaying }() // the same: its lease released, then the stream and the connections closed
 	ready := []httpapi.Dependency{
 		{Name: orders.DependencyDatabase, Check: sqlDB.PingContext},
@@ -200,9 +204,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	limits := rateLimits{ratelimit.New(rdb, ratelimit.Options{Namespace: cfg.namespace, Logger: log,
 		FailedAuth: ratelimit.Limit{PerSecond: cfg.failedAuthRate, Burst: cfg.failedAuthBurst}})}
 	//nolint:contextcheck // gin handlers take their context from the request
-	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Republisher: svc, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
+	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
-		svc, ready, apiMetrics, reg, log)
+		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Feed: evs, Webhooks: evs, Republisher: evs}, ready, apiMetrics, reg, log)
 
 	srv := newHTTPServer(cfg, handler, log)
 	srv.TLSConfig = tlsConfig
@@ -270,8 +274,16 @@ func announceListening(stdout io.Writer, format, addr string) {
 	fmt.Fprintf(stdout, "listening on %s\n", addr)
 }
 
-// The handler's Orders is the use case.
-var _ httpapi.Orders = (*service.Service)(nil)
+// The handler's use cases: the orders', and the events'.
+var (
+	_ httpapi.Orders      = (*service.Service)(nil)
+	_ httpapi.Holds       = (*service.Service)(nil)
+	_ httpapi.Stock       = (*service.Service)(nil)
+	_ httpapi.Auditor     = (*service.Service)(nil)
+	_ httpapi.Feed        = (*events.Service)(nil)
+	_ httpapi.Webhooks    = (*events.Service)(nil)
+	_ httpapi.Republisher = (*events.Service)(nil)
+)
 
 // servePprof serves Go's profiles on their own address, apart from the API, so
 // that a replica under load can be profiled where it runs.

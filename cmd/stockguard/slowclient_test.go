@@ -36,7 +36,7 @@ func startHTTPServer(t *testing.T, vars map[string]string) string {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	handler := httpapi.New(httpapi.Config{RequestTimeout: cfg.requestTimeout, AdminToken: adminToken}, mocks.NewOrders(t),
+	handler := httpapi.New(httpapi.Config{RequestTimeout: cfg.requestTimeout, AdminToken: adminToken}, httpapi.UseCases{Orders: mocks.NewOrders(t)},
 		nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log)
 	srv := newHTTPServer(cfg, handler, log)
 	if srv.ReadHeaderTimeout != cfg.readHeaderTimeout || srv.ReadTimeout != cfg.readTimeout {

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/service"
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/webhook"
 )
 
@@ -19,7 +19,7 @@ const defaultWebhookTimeout = 15 * time.Second
 // attempt, and the Retry-After of a refusal.
 type webhookSender struct{ s *webhook.Sender }
 
-var _ service.WebhookSender = webhookSender{}
+var _ events.WebhookSender = webhookSender{}
 
 // newWebhookGuard is the guard of --webhook-allow-networks: the addresses
 // registration refuses and the relay's connections may not reach.
@@ -39,7 +39,7 @@ func newWebhookSender(timeout time.Duration, guard *webhook.Guard) webhookSender
 }
 
 // Send makes one attempt.
-func (a webhookSender) Send(ctx context.Context, d service.WebhookDelivery) (time.Duration, error) {
+func (a webhookSender) Send(ctx context.Context, d events.WebhookDelivery) (time.Duration, error) {
 	err := a.s.Send(ctx, webhook.Endpoint{URL: d.URL, Secret: d.Secret}, webhook.Message{ID: d.ID, Timestamp: d.Timestamp, Body: d.Body})
 	var refused *webhook.StatusError
 	if errors.As(err, &refused) {

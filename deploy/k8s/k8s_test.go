@@ -157,7 +157,7 @@ func set[T any](t *testing.T, file string, seen *T) *T {
 // getRoutes is every GET route of the server, as its gin engine has them.
 func getRoutes(t *testing.T) map[string]bool {
 	t.Helper()
-	h := httpapi.New(httpapi.Config{}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	h := httpapi.New(httpapi.Config{}, httpapi.UseCases{}, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	engine, ok := h.(*gin.Engine)
 	if !ok {
 		t.Fatalf("httpapi.New returned %T, not *gin.Engine", h)

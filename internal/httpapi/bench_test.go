@@ -46,7 +46,7 @@ func BenchmarkPlaceOrder(b *testing.B) {
 // benchHandler is the HTTP layer on placer, with the admin token.
 func benchHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	return httpapi.New(httpapi.Config{AdminToken: benchToken}, placer{}, nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
+	return httpapi.New(httpapi.Config{AdminToken: benchToken}, httpapi.UseCases{Orders: placer{}}, nil, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 

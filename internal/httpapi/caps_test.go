@@ -17,35 +17,35 @@ import (
 // and an order past its customer's limit are 409 problems naming the SKU, the
 // units held and the limit, as the contract says.
 func TestCapAnswers(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	m, holds, stock := mocks.NewOrders(t), mocks.NewHolds(t), mocks.NewStock(t)
+	h := newHandler(t, httpapi.UseCases{Orders: m, Holds: holds, Stock: stock})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	two, zero := int64(2), int64(0)
 	st := orders.Stock{SKU: "S-1", Available: 100, Stocked: 100, MaxPerCustomer: &two}
-	m.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100, MaxPerCustomer: &two}).Return(st, false, nil).Once()
+	stock.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100, MaxPerCustomer: &two}).Return(st, false, nil).Once()
 	w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":100,"max_per_customer":2}`, header: admin})
 	var got map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusOK || err != nil || got["max_per_customer"] != 2.0 {
 		t.Errorf("set with a limit: %d %s", w.Code, w.Body)
 	}
-	m.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100}).Return(st, false, nil).Once()
+	stock.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100}).Return(st, false, nil).Once()
 	if w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":100}`, header: admin}); w.Code != http.StatusOK {
 		t.Errorf("set without a limit: %d %s", w.Code, w.Body)
 	}
 	st.MaxPerCustomer = nil
-	m.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100, MaxPerCustomer: &zero}).Return(st, false, nil).Once()
+	stock.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100, MaxPerCustomer: &zero}).Return(st, false, nil).Once()
 	w = do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":100,"max_per_customer":0}`, header: admin})
 	if got = nil; w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &got) != nil || got["max_per_customer"] != nil {
 		t.Errorf("limit removed: %d %s", w.Code, w.Body)
 	}
 	bad := int64(-1) // out of range: the use case refuses it by name
-	m.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100, MaxPerCustomer: &bad}).Return(orders.Stock{}, false,
+	stock.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 100, MaxPerCustomer: &bad}).Return(orders.Stock{}, false,
 		&orders.ValidationError{Fields: []orders.FieldError{{Field: "max_per_customer", Message: "must be between 1 and 1000, or 0 for no limit"}}}).Once()
 	if w := do(h, call{method: "PUT", path: "/v1/skus/S-1", body: `{"available":100,"max_per_customer":1001}`, header: admin, offContract: true}); w.Code != http.StatusUnprocessableEntity {
 		t.Errorf("a limit out of range: %d, want 422", w.Code)
 	}
 	st.MaxPerCustomer = &two
-	m.EXPECT().Stock(mock.Anything, "S-1").Return(st, nil).Once()
+	stock.EXPECT().Stock(mock.Anything, "S-1").Return(st, nil).Once()
 	w = do(h, call{method: "GET", path: "/v1/skus/S-1", header: admin})
 	if got = nil; w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &got) != nil || got["max_per_customer"] != 2.0 {
 		t.Errorf("GET: %d %s", w.Code, w.Body)
@@ -66,7 +66,7 @@ func TestCapAnswers(t *testing.T) {
 		if tc.path == "/v1/orders" {
 			m.EXPECT().Place(mock.Anything, mock.Anything).Return(orders.Placed{}, tc.refusal).Once()
 		} else {
-			m.EXPECT().Hold(mock.Anything, mock.Anything).Return(orders.Held{}, tc.refusal).Once()
+			holds.EXPECT().Hold(mock.Anything, mock.Anything).Return(orders.Held{}, tc.refusal).Once()
 		}
 		w := do(h, call{method: "POST", path: tc.path, body: tc.body, header: admin})
 		p := problemOf(t, w)

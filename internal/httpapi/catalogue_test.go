@@ -37,8 +37,8 @@ func problemOf(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
 }
 
 func TestSetStockAnswers(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	m := mocks.NewStock(t)
+	h := newHandler(t, httpapi.UseCases{Stock: m})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	st := orders.Stock{SKU: "S-1", Available: 7, Stocked: 7}
 	m.EXPECT().SetStock(mock.Anything, "S-1", orders.StockSet{Available: 7}).Return(st, true, nil).Once()
@@ -73,9 +73,9 @@ func TestSetStockAnswers(t *testing.T) {
 }
 
 func TestListAnswers(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
-	m.EXPECT().SKUs(mock.Anything, "B", 2).Return([]orders.Stock{{SKU: "C"}, {SKU: "D"}}, true, nil).Once()
+	m, holds, stock, feed := mocks.NewOrders(t), mocks.NewHolds(t), mocks.NewStock(t), mocks.NewFeed(t)
+	h := newHandler(t, httpapi.UseCases{Orders: m, Holds: holds, Stock: stock, Feed: feed})
+	stock.EXPECT().SKUs(mock.Anything, "B", 2).Return([]orders.Stock{{SKU: "C"}, {SKU: "D"}}, true, nil).Once()
 	w := do(h, call{method: "GET", path: "/v1/skus?limit=2&starting_after=B"})
 	var l struct {
 		Object  string         `json:"object"`
@@ -86,7 +86,7 @@ func TestListAnswers(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil || w.Code != 200 || l.Object != "list" || l.URL != "/v1/skus" || !l.HasMore || len(l.Data) != 2 {
 		t.Errorf("SKUs page: %d %s (%v)", w.Code, w.Body, err)
 	}
-	m.EXPECT().SKUs(mock.Anything, "", 20).Return(nil, false, nil).Once()
+	stock.EXPECT().SKUs(mock.Anything, "", 20).Return(nil, false, nil).Once()
 	if w := do(h, call{method: "GET", path: "/v1/skus"}); w.Code != 200 || !strings.Contains(w.Body.String(), `"data":[]`) {
 		t.Errorf("empty SKUs page: %d %s, want 200 and data []", w.Code, w.Body)
 	}
@@ -108,7 +108,7 @@ func TestListAnswers(t *testing.T) {
 		t.Errorf("holds without the admin token: %d, want 401", w.Code)
 	}
 	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	m.EXPECT().Reservations(mock.Anything, "h9", 2).Return([]orders.Reservation{{ID: "h8", Status: orders.HoldHeld,
+	holds.EXPECT().Reservations(mock.Anything, "h9", 2).Return([]orders.Reservation{{ID: "h8", Status: orders.HoldHeld,
 		Items: []orders.Item{{SKU: "A", Quantity: 1}}, CreatedAt: at, ExpiresAt: at.Add(time.Minute)}}, true, nil).Once()
 	w = do(h, call{method: "GET", path: "/v1/reservations?limit=2&starting_after=h9", header: map[string]string{"Authorization": "Bearer " + token}})
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"h8"`) || !strings.Contains(w.Body.String(), `"url":"/v1/reservations"`) ||
@@ -120,7 +120,7 @@ func TestListAnswers(t *testing.T) {
 	if w := do(h, call{method: "GET", path: "/v1/events", header: noAuth, offContract: true}); w.Code != http.StatusUnauthorized {
 		t.Errorf("events without the admin token: %d, want 401", w.Code)
 	}
-	m.EXPECT().Events(mock.Anything, "evt_7", 2).Return([]orders.Event{{ID: "evt_8", Position: 8, Type: orders.EventStockRestocked,
+	feed.EXPECT().Events(mock.Anything, "evt_7", 2).Return([]orders.Event{{ID: "evt_8", Position: 8, Type: orders.EventStockRestocked,
 		SKU: "A", Seq: 1, Quantity: 5, Change: orders.Levels{Available: 5, Stocked: 5}, Counters: orders.Levels{Available: 5, Stocked: 5},
 		CreatedAt: at}}, false, nil).Once()
 	w = do(h, call{method: "GET", path: "/v1/events?limit=2&starting_after=evt_7", header: map[string]string{"Authorization": "Bearer " + token}})
@@ -138,7 +138,7 @@ func TestListAnswers(t *testing.T) {
 // naming which, with Retry-After; busy is busy; a replayed refusal says so.
 func TestTrueReasons(t *testing.T) {
 	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	h := newHandler(t, httpapi.UseCases{Orders: m})
 	body := `{"items":[{"sku":"NOPE-9","quantity":1}]}`
 	m.EXPECT().Place(mock.Anything, mock.Anything).Return(orders.Placed{}, &orders.UnknownSKUError{SKUs: []string{"NOPE-9"}}).Once()
 	w := do(h, call{method: "POST", path: "/v1/orders", body: body})
@@ -183,7 +183,7 @@ func toStrings(v any) []string {
 // in the problem body.
 func TestRequestID(t *testing.T) {
 	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	h := newHandler(t, httpapi.UseCases{Orders: m})
 	w := do(h, call{method: "GET", path: "/nowhere", header: map[string]string{"X-Request-Id": "req-42"}, offContract: true})
 	if got := w.Header().Get("X-Request-Id"); got != "req-42" || problemOf(t, w)["request_id"] != "req-42" {
 		t.Errorf("client's id: header %q, body %s", got, w.Body)
@@ -210,7 +210,7 @@ func TestReadyzPerDependency(t *testing.T) {
 		{Name: orders.DependencyDatabase, Check: func(context.Context) error { return nil }},
 		{Name: orders.DependencyRedis, Check: func(context.Context) error { return redisErr }},
 	}
-	h := httpapi.New(httpapi.Config{}, mocks.NewOrders(t), deps, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
+	h := httpapi.New(httpapi.Config{}, httpapi.UseCases{Orders: mocks.NewOrders(t)}, deps, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	type state struct{ Name, State, Error string }
 	var got struct {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/stockguard/stockguard/api/apitest"
 	"github.com/stockguard/stockguard/internal/auth"
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/service"
@@ -645,11 +646,12 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	st := &acceptingStore{}
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Config{Strategy: orders.StrategyDBAtomic},
-		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Events: st, Webhooks: st,
-			WebhookGuard: webhook.NewGuard().WithResolver(noLookup{})}, log, time.Now)
+		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}}, log, time.Now)
+	ev := events.New(events.Config{}, events.Deps{Events: st, Webhooks: st, Guard: webhook.NewGuard().WithResolver(noLookup{})}, log, time.Now)
 	reg := prometheus.NewRegistry()
 	clients := auth.NewManager(st, auth.Defaults{MaxUnitsHeldPerSKU: 10, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1}}, nil, nil)
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients, Republisher: svc}, svc, nil,
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients},
+		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Feed: ev, Webhooks: ev, Republisher: ev}, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)

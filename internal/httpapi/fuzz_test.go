@@ -153,7 +153,7 @@ func FuzzPlaceOrder(f *testing.F) {
 
 	fake := &ordersFake{}
 	reg := prometheus.NewRegistry()
-	h := New(Config{MaxBody: maxBody, AdminToken: "fuzz"}, fake, nil,
+	h := New(Config{MaxBody: maxBody, AdminToken: "fuzz"}, UseCases{Orders: fake}, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.Fuzz(func(t *testing.T, body []byte, contentType, key string) {
 		fake.calls = fake.calls[:0] // inputs run one at a time

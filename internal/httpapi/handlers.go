@@ -158,7 +158,7 @@ func (s *server) cancelOrder(c *gin.Context) {
 }
 
 func (s *server) getSKU(c *gin.Context) {
-	st, err := s.orders.Stock(c.Request.Context(), c.Param("sku"))
+	st, err := s.stock.Stock(c.Request.Context(), c.Param("sku"))
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -172,7 +172,7 @@ func (s *server) restock(c *gin.Context) {
 	if !ok {
 		return
 	}
-	st, err := s.orders.RestockOnce(c.Request.Context(), c.Param("sku"), quantity(req.Quantity, orders.MaxRestock), key)
+	st, err := s.stock.RestockOnce(c.Request.Context(), c.Param("sku"), quantity(req.Quantity, orders.MaxRestock), key)
 	if err == nil && st.Replayed {
 		c.Header("Idempotent-Replayed", "true")
 	}
@@ -206,7 +206,7 @@ func (s *server) setStock(c *gin.Context) {
 		}
 		set.MaxPerCustomer = &limit
 	}
-	st, created, err := s.orders.SetStock(c.Request.Context(), c.Param("sku"), set)
+	st, created, err := s.stock.SetStock(c.Request.Context(), c.Param("sku"), set)
 	s.stocked(c, st, created, err)
 }
 
@@ -262,7 +262,7 @@ func (s *server) listSKUs(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	data, more, err := s.orders.SKUs(c.Request.Context(), after, limit)
+	data, more, err := s.stock.SKUs(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
 
@@ -282,7 +282,7 @@ func (s *server) listHolds(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	data, more, err := s.orders.Reservations(c.Request.Context(), after, limit)
+	data, more, err := s.holds.Reservations(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
 
@@ -294,7 +294,7 @@ func (s *server) listEvents(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	data, more, err := s.orders.Events(c.Request.Context(), after, limit)
+	data, more, err := s.feed.Events(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
 
@@ -315,7 +315,7 @@ func (s *server) audit(c *gin.Context) {
 		s.problem(c, &orders.ValidationError{Fields: []orders.FieldError{{Field: "deep", Message: "must be true or false"}}})
 		return
 	}
-	a, err := s.orders.Audit(c.Request.Context(), deep)
+	a, err := s.auditor.Audit(c.Request.Context(), deep)
 	if err != nil {
 		s.problem(c, err)
 		return

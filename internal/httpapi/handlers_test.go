@@ -29,11 +29,11 @@ const token = "s3cret"
 // noAuth is a call's header without a credential.
 var noAuth = map[string]string{"Authorization": ""}
 
-func newHandler(t *testing.T, m *mocks.Orders) http.Handler {
+func newHandler(t *testing.T, uc httpapi.UseCases) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	// Every request and answer is checked against api/openapi.yaml.
-	return apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, m, nil,
+	return apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token}, uc, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
@@ -151,7 +151,7 @@ func TestPlaceOrderAnswers(t *testing.T) {
 			if tc.result.Order.ID != "" || tc.err != nil {
 				m.EXPECT().Place(mock.Anything, mock.Anything).Return(tc.result, tc.err).Once()
 			}
-			w := do(newHandler(t, m), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header, offContract: tc.off})
+			w := do(newHandler(t, httpapi.UseCases{Orders: m}), call{method: "POST", path: "/v1/orders", body: tc.body, header: tc.header, offContract: tc.off})
 			if w.Code != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.wantStatus, w.Body)
 			}
@@ -172,7 +172,7 @@ func TestPlaceOrderPassesItemsAndKey(t *testing.T) {
 		IdempotencyKey: "key-1",
 	}).Return(orders.Placed{}, &orders.ValidationError{}).Once()
 	// 1.5 and 1e9 are numbers, but not quantities: they reach validation as 0.
-	do(newHandler(t, m), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"}, offContract: true,
+	do(newHandler(t, httpapi.UseCases{Orders: m}), call{method: "POST", path: "/v1/orders", header: map[string]string{"Idempotency-Key": "key-1"}, offContract: true,
 		body: `{"items":[{"sku":"B","quantity":1},{"sku":"A","quantity":1.5},{"sku":"C","quantity":1000000000}]}`})
 }
 
@@ -189,12 +189,12 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 		{"right token", "Bearer " + token, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := mocks.NewOrders(t)
+			stock, audit := mocks.NewStock(t), mocks.NewAuditor(t)
 			if tc.want == 200 {
-				m.EXPECT().RestockOnce(mock.Anything, "A-1", int64(5), "").Return(orders.Stocked{Stock: orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}}, nil).Once()
-				m.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
+				stock.EXPECT().RestockOnce(mock.Anything, "A-1", int64(5), "").Return(orders.Stocked{Stock: orders.Stock{SKU: "A-1", Available: 5, Stocked: 5}}, nil).Once()
+				audit.EXPECT().Audit(mock.Anything, false).Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 			}
-			h := newHandler(t, m)
+			h := newHandler(t, httpapi.UseCases{Stock: stock, Audit: audit})
 			hdr := map[string]string{"Authorization": tc.auth}
 			for _, c := range []call{
 				// Without a bearer token the request is off the contract.
@@ -219,7 +219,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 // A credential in the query string is refused, even beside a good header:
 // a secret in a URL ends up in logs and proxies.
 func TestCredentialInQueryRefused(t *testing.T) {
-	h := newHandler(t, mocks.NewOrders(t))
+	h := newHandler(t, httpapi.UseCases{Audit: mocks.NewAuditor(t)})
 	for _, q := range []string{"access_token=" + token, "api_key=x", "token=x", "x=sk_sg_abc"} {
 		w := do(h, call{method: "GET", path: "/v1/audit?" + q, offContract: true})
 		if w.Code != 401 || !strings.Contains(w.Body.String(), "query string") || w.Header().Get("WWW-Authenticate") != "Bearer" {
@@ -229,12 +229,12 @@ func TestCredentialInQueryRefused(t *testing.T) {
 }
 
 func TestReadRoutesAndFallbacks(t *testing.T) {
-	m := mocks.NewOrders(t)
+	m, stock, audit := mocks.NewOrders(t), mocks.NewStock(t), mocks.NewAuditor(t)
 	m.EXPECT().Order(mock.Anything, "nope").Return(orders.Order{}, orders.ErrNotFound).Once()
 	m.EXPECT().Cancel(mock.Anything, "o1").Return(orders.Order{}, orders.ErrAlreadyCancelled).Once()
-	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5}, nil).Once()
-	m.EXPECT().Audit(mock.Anything, false).RunAndReturn(func(context.Context, bool) (orders.Audit, error) { panic("kaboom") }).Maybe()
-	h := newHandler(t, m)
+	stock.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1", Available: 3, Sold: 2, Stocked: 5}, nil).Once()
+	audit.EXPECT().Audit(mock.Anything, false).RunAndReturn(func(context.Context, bool) (orders.Audit, error) { panic("kaboom") }).Maybe()
+	h := newHandler(t, httpapi.UseCases{Orders: m, Stock: stock, Audit: audit})
 	for _, tc := range []struct {
 		c    call
 		want int
@@ -284,13 +284,13 @@ func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ str
 // credential as the admin's; without it the same request is 401.
 func TestNoAuthTakesEveryoneAsTheAdmin(t *testing.T) {
 	for _, off := range []bool{false, true} {
-		m := mocks.NewOrders(t)
+		m := mocks.NewAuditor(t)
 		if off {
 			m.EXPECT().Audit(mock.MatchedBy(func(ctx context.Context) bool { return orders.CallerOf(ctx).Admin() }), false).
 				Return(orders.Audit{SKUs: []orders.SKUAudit{}, Consistent: true}, nil).Once()
 		}
 		reg := prometheus.NewRegistry()
-		h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, NoAuth: off}, m, nil,
+		h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, NoAuth: off}, httpapi.UseCases{Audit: m}, nil,
 			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.DiscardHandler)))
 		w := do(h, call{method: "GET", path: "/v1/audit", header: noAuth, offContract: true})
 		if want := map[bool]int{false: 401, true: 200}[off]; w.Code != want {
@@ -331,10 +331,10 @@ func (keys) Authenticate(_ context.Context, secret string) (orders.Caller, error
 // authentications past theirs are 429 too.
 func TestRateLimitAnswers(t *testing.T) {
 	l := &limits{allow: true}
-	m := mocks.NewOrders(t)
+	m := mocks.NewStock(t)
 	m.EXPECT().Stock(mock.Anything, "A-1").Return(orders.Stock{SKU: "A-1"}, nil).Once()
 	reg := prometheus.NewRegistry()
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{Auth: keys{}, Limiter: l}, m, nil,
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{Auth: keys{}, Limiter: l}, httpapi.UseCases{Stock: m}, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, slog.New(slog.DiscardHandler)))
 	reader := map[string]string{"Authorization": "Bearer sk_sg_reader"}
 	w := do(h, call{method: "GET", path: "/v1/skus/A-1", header: reader})

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +11,17 @@ import (
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
+
+// Holds is the holds' use case: make, read, list, extend, confirm and
+// release them.
+type Holds interface {
+	Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error)
+	Reservation(ctx context.Context, id string) (orders.Reservation, error)
+	Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error)
+	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
+	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
+	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
+}
 
 type holdRequest struct {
 	Items    []itemRequest `json:"items"`
@@ -65,7 +77,7 @@ func (s *server) placeHold(c *gin.Context) {
 	if !ok {
 		return
 	}
-	held, err := s.orders.Hold(c.Request.Context(), orders.HoldRequest{Items: placeOrderRequest{Items: req.Items}.items(),
+	held, err := s.holds.Hold(c.Request.Context(), orders.HoldRequest{Items: placeOrderRequest{Items: req.Items}.items(),
 		TTL: req.TTL.duration(), IdempotencyKey: key, Customer: string(req.Customer)})
 	s.held(c, http.StatusCreated, held, err)
 }
@@ -84,7 +96,7 @@ func (s *server) held(c *gin.Context, status int, held orders.Held, err error) {
 }
 
 func (s *server) getHold(c *gin.Context) {
-	r, err := s.orders.Reservation(c.Request.Context(), c.Param("id"))
+	r, err := s.holds.Reservation(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -98,7 +110,7 @@ func (s *server) extendHold(c *gin.Context) {
 	if !ok {
 		return
 	}
-	held, err := s.orders.Extend(c.Request.Context(), orders.HoldAction{ID: c.Param("id"), TTL: req.TTL.duration(), IdempotencyKey: key})
+	held, err := s.holds.Extend(c.Request.Context(), orders.HoldAction{ID: c.Param("id"), TTL: req.TTL.duration(), IdempotencyKey: key})
 	if err != nil || held.Replayed {
 		s.held(c, http.StatusOK, held, err) // a replay cannot tell whether the first request moved the expiry
 		return
@@ -125,7 +137,7 @@ func (s *server) confirmHold(c *gin.Context) {
 	if req.Items != nil {   // sent, even empty: the units it lists (empty is invalid)
 		items = placeOrderRequest{Items: req.Items}.items()
 	}
-	placed, err := s.orders.Confirm(c.Request.Context(), orders.ConfirmRequest{ID: c.Param("id"), Items: items, IdempotencyKey: key})
+	placed, err := s.holds.Confirm(c.Request.Context(), orders.ConfirmRequest{ID: c.Param("id"), Items: items, IdempotencyKey: key})
 	s.created(c, placed, err)
 }
 
@@ -135,7 +147,7 @@ func (s *server) releaseHold(c *gin.Context) {
 	if !ok {
 		return
 	}
-	held, err := s.orders.Release(c.Request.Context(), orders.HoldAction{ID: c.Param("id"), IdempotencyKey: key})
+	held, err := s.holds.Release(c.Request.Context(), orders.HoldAction{ID: c.Param("id"), IdempotencyKey: key})
 	s.held(c, http.StatusOK, held, err)
 }
 

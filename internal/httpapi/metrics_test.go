@@ -19,7 +19,7 @@ import (
 // A nil metrics handler means another listener serves /metrics
 // (--metrics-addr): here it is no route, answered as any path that is none.
 func TestNoMetricsHandlerNoMetricsRoute(t *testing.T) {
-	h := New(Config{}, nil, nil, nil, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	h := New(Config{}, UseCases{}, nil, nil, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	for _, r := range h.(*gin.Engine).Routes() {
 		if r.Path == "/metrics" {
 			t.Fatalf("%s /metrics is a route without a metrics handler", r.Method)
@@ -44,7 +44,7 @@ func (placeOnly) Place(_ context.Context, req orders.PlaceRequest) (orders.Place
 // the series of the answers given, and no other.
 func TestHTTPMetricsSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := New(Config{AdminToken: "tok"}, placeOnly{}, nil, nil, reg, slog.New(slog.DiscardHandler))
+	h := New(Config{AdminToken: "tok"}, UseCases{Orders: placeOnly{}}, nil, nil, reg, slog.New(slog.DiscardHandler))
 	send := func(method, path, token string) {
 		req := httptest.NewRequestWithContext(context.Background(), method, path, strings.NewReader(`{"items":[{"sku":"A","quantity":1}]}`))
 		req.Header.Set("Content-Type", "application/json")

@@ -46,7 +46,7 @@ var ginParam = regexp.MustCompile(`[:*]([A-Za-z_]+)`)
 // a route.
 func TestRoutesAreTheContract(t *testing.T) {
 	doc := apitest.Doc(t)
-	h := New(Config{Clients: noClients{}}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	h := New(Config{Clients: noClients{}}, UseCases{}, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	engine, ok := h.(*gin.Engine)
 	if !ok {
 		t.Fatalf("New returns %T, not the gin engine", h)

@@ -22,7 +22,7 @@ import (
 // bareHandler is New without a use case: enough for the routes that need none.
 func bareHandler(t *testing.T) http.Handler {
 	t.Helper()
-	return apitest.Handler(t, New(Config{}, nil, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler)))
+	return apitest.Handler(t, New(Config{}, UseCases{}, nil, http.NotFoundHandler(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler)))
 }
 
 func get(t *testing.T, h http.Handler, path string, header http.Header, offContract bool) *httptest.ResponseRecorder {

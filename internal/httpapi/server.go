@@ -16,31 +16,42 @@ import (
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
-// Orders is the use case the handlers call (implemented by *service.Service;
-// cmd/stockguard asserts it).
+// UseCases are what the handlers call, one small interface per use case,
+// each declared beside its handlers: Orders, Stock and Auditor here, Holds
+// in holds.go, Feed and Republisher in events.go, Webhooks in webhooks.go.
+// cmd/stockguard gives *service.Service for the first four and
+// *events.Service for the others. A nil Feed, Webhooks or Republisher
+// answers its routes 404: the stock events are turned off.
+type UseCases struct {
+	Orders      Orders
+	Holds       Holds
+	Stock       Stock
+	Audit       Auditor
+	Feed        Feed
+	Webhooks    Webhooks
+	Republisher Republisher
+}
+
+// Orders is the orders' use case: place, read, list and cancel them.
 type Orders interface {
 	Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error)
 	Order(ctx context.Context, id string) (orders.Order, error)
+	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)
 	Cancel(ctx context.Context, id string) (orders.Order, error)
+}
+
+// Stock is the catalogue's use case: read, list, restock and set the SKUs'
+// stock.
+type Stock interface {
 	Stock(ctx context.Context, sku string) (orders.Stock, error)
+	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
 	RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error)
 	SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error)
-	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
-	Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error)
+}
+
+// Auditor checks the invariants on demand (GET /v1/audit).
+type Auditor interface {
 	Audit(ctx context.Context, deep bool) (orders.Audit, error)
-	Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error)
-	Reservation(ctx context.Context, id string) (orders.Reservation, error)
-	Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error)
-	Extend(ctx context.Context, req orders.HoldAction) (orders.Held, error)
-	Confirm(ctx context.Context, req orders.ConfirmRequest) (orders.Placed, error)
-	Release(ctx context.Context, req orders.HoldAction) (orders.Held, error)
-	Events(ctx context.Context, startingAfter string, limit int) ([]orders.Event, bool, error)
-	CreateWebhook(ctx context.Context, url, secret string) (orders.Webhook, error)
-	Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error)
-	Webhook(ctx context.Context, id string) (orders.Webhook, error)
-	DeleteWebhook(ctx context.Context, id string) error
-	SetWebhookDisabled(ctx context.Context, id string, disabled bool) (orders.Webhook, error)
-	WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error)
 }
 
 // Config tunes the HTTP layer.
@@ -52,9 +63,6 @@ type Config struct {
 	AdminToken string
 	// Clients is the clients' admin API (nil: its routes answer 404).
 	Clients Clients
-	// Republisher rewinds the stream (nil: POST /v1/events/republish
-	// answers 404).
-	Republisher Republisher
 	// Limiter applies the rate limits (nil: none).
 	Limiter Limiter
 	// NoAuth takes every request as the admin's, unchecked and unlimited:
@@ -86,6 +94,9 @@ type Dependency struct {
 type server struct {
 	cfg     Config
 	orders  Orders
+	holds   Holds
+	stock   Stock
+	auditor Auditor
 	auth    Authenticator
 	clients Clients
 	limiter Limiter
@@ -94,14 +105,20 @@ type server struct {
 	metrics http.Handler
 	log     *slog.Logger
 
+	// The stock events' use cases.
+	feed        Feed
+	webhooks    Webhooks
+	republisher Republisher
+
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
 
-// New returns the HTTP handler. deps are what readiness checks; metrics serves
-// /metrics, or nil when another listener serves it (/metrics is then no route
-// here: 404 no-route); reg receives the HTTP metrics.
-func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
+// New returns the HTTP handler on the use cases uc. deps are what readiness
+// checks; metrics serves /metrics, or nil when another listener serves it
+// (/metrics is then no route here: 404 no-route); reg receives the HTTP
+// metrics.
+func New(cfg Config, uc UseCases, deps []Dependency, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger) http.Handler {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 16 << 10
 	}
@@ -114,7 +131,16 @@ func New(cfg Config, svc Orders, deps []Dependency, metrics http.Handler, reg pr
 	if cfg.Auth == nil && cfg.AdminToken != "" {
 		cfg.Auth = adminOnly(cfg.AdminToken)
 	}
-	s := &server{cfg: cfg, orders: svc, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
+	if uc.Feed == nil {
+		uc.Feed = eventsOff{}
+	}
+	if uc.Webhooks == nil {
+		uc.Webhooks = eventsOff{}
+	}
+	if uc.Republisher == nil {
+		uc.Republisher = eventsOff{}
+	}
+	s := &server{cfg: cfg, orders: uc.Orders, holds: uc.Holds, stock: uc.Stock, auditor: uc.Audit, feed: uc.Feed, webhooks: uc.Webhooks, republisher: uc.Republisher, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
 		scopes: map[string][]orders.Scope{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),

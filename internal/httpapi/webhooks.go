@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -14,6 +15,17 @@ import (
 // The webhook endpoints' admin API: register an endpoint (its secret shown
 // once, in the answer), list, read, disable or enable again and delete them,
 // and list an endpoint's failed deliveries.
+
+// Webhooks is the endpoints' administration the handlers below call
+// (events.Service's).
+type Webhooks interface {
+	CreateWebhook(ctx context.Context, url, secret string) (orders.Webhook, error)
+	Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error)
+	Webhook(ctx context.Context, id string) (orders.Webhook, error)
+	DeleteWebhook(ctx context.Context, id string) error
+	SetWebhookDisabled(ctx context.Context, id string, disabled bool) (orders.Webhook, error)
+	WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error)
+}
 
 type createWebhookRequest struct {
 	URL    string  `json:"url"`
@@ -49,7 +61,7 @@ func (s *server) createWebhook(c *gin.Context) {
 		s.problem(c, &orders.ValidationError{Fields: fields})
 		return
 	}
-	w, err := s.orders.CreateWebhook(c.Request.Context(), req.URL, secret)
+	w, err := s.webhooks.CreateWebhook(c.Request.Context(), req.URL, secret)
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -64,12 +76,12 @@ func (s *server) listWebhooks(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	data, more, err := s.orders.Webhooks(c.Request.Context(), after, limit)
+	data, more, err := s.webhooks.Webhooks(c.Request.Context(), after, limit)
 	answerList(s, c, data, more, err)
 }
 
 func (s *server) getWebhook(c *gin.Context) {
-	w, err := s.orders.Webhook(c.Request.Context(), c.Param("id"))
+	w, err := s.webhooks.Webhook(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -95,7 +107,7 @@ func (s *server) updateWebhook(c *gin.Context) {
 		s.problem(c, &orders.ValidationError{Fields: []orders.FieldError{{Field: "disabled", Message: "is required: true or false"}}})
 		return
 	}
-	w, err := s.orders.SetWebhookDisabled(c.Request.Context(), c.Param("id"), *req.Disabled)
+	w, err := s.webhooks.SetWebhookDisabled(c.Request.Context(), c.Param("id"), *req.Disabled)
 	if err != nil {
 		s.problem(c, err)
 		return
@@ -104,7 +116,7 @@ func (s *server) updateWebhook(c *gin.Context) {
 }
 
 func (s *server) deleteWebhook(c *gin.Context) {
-	if err := s.orders.DeleteWebhook(c.Request.Context(), c.Param("id")); err != nil {
+	if err := s.webhooks.DeleteWebhook(c.Request.Context(), c.Param("id")); err != nil {
 		s.problem(c, err)
 		return
 	}
@@ -117,6 +129,6 @@ func (s *server) listWebhookFailures(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	data, more, err := s.orders.WebhookFailures(c.Request.Context(), c.Param("id"), after, limit)
+	data, more, err := s.webhooks.WebhookFailures(c.Request.Context(), c.Param("id"), after, limit)
 	answerList(s, c, data, more, err)
 }

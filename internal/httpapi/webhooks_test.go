@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
+	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/httpapi/mocks"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/webhook"
@@ -19,8 +20,8 @@ import (
 // at once, each saying why, and the other routes answer the use case's
 // results in the documented shapes.
 func TestWebhookAdmin(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	m := mocks.NewWebhooks(t)
+	h := newHandler(t, httpapi.UseCases{Webhooks: m})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 
@@ -84,8 +85,8 @@ func TestWebhookAdmin(t *testing.T) {
 // admin only, with a strictly decoded body whose one field is required; the
 // answer is the endpoint as the use case returns it.
 func TestWebhookEnableDisable(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	m := mocks.NewWebhooks(t)
+	h := newHandler(t, httpapi.UseCases{Webhooks: m})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 
@@ -129,8 +130,8 @@ func TestWebhookEnableDisable(t *testing.T) {
 // TestWebhookRegistrationRefusedInside: the use case's refusal of an
 // address inside answers 422 invalid, naming url and the address.
 func TestWebhookRegistrationRefusedInside(t *testing.T) {
-	m := mocks.NewOrders(t)
-	h := newHandler(t, m)
+	m := mocks.NewWebhooks(t)
+	h := newHandler(t, httpapi.UseCases{Webhooks: m})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	m.On("CreateWebhook", mock.Anything, "http://169.254.169.254/latest", mock.Anything).Return(orders.Webhook{}, &orders.ValidationError{
 		Fields: []orders.FieldError{{Field: "url", Message: "must not be or resolve to ...: 169.254.169.254 is a link-local address"}}}).Once()

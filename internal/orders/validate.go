@@ -64,3 +64,22 @@ func ValidateCustomer(c string) error {
 	}
 	return nil
 }
+
+// MaxPage is the most items one page of a listing holds.
+const MaxPage = 100
+
+// CheckPage checks a listing's cursor (named field, valid when valid says
+// so) and its limit (1 to MaxPage), naming every invalid one.
+func CheckPage(cursor, field string, valid func(string) bool, limit int) error {
+	var errs []FieldError
+	if cursor != "" && !valid(cursor) {
+		errs = append(errs, FieldError{Field: field, Message: "is not an id of this list"})
+	}
+	if limit < 1 || limit > MaxPage {
+		errs = append(errs, FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxPage)})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}

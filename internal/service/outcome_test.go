@@ -41,7 +41,7 @@ func newLostWorld(t *testing.T, strategy orders.Strategy) *lostWorld {
 	rep := proxied.replicaOf(t, strategy, nil)
 	direct := w.replicaOf(t, strategy, nil).store
 	log := slog.New(slog.DiscardHandler)
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: "t"}, rep.svc, nil, http.NotFoundHandler(), prometheus.NewRegistry(), log))
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: "t"}, httpapi.UseCases{Orders: rep.svc, Holds: rep.svc, Stock: rep.svc, Audit: rep.svc}, nil, http.NotFoundHandler(), prometheus.NewRegistry(), log))
 	return &lostWorld{rep: rep, direct: direct, proxy: proxy, h: h}
 }
 

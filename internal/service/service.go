@@ -1,8 +1,10 @@
 // Package service is stockguard's order use case: check the stock, decrement it
 // in the database and update the cache, under the per-SKU locks, with one
 // idempotency protocol for every strategy (the record is written in the order's
-// own transaction). It imports the domain (package orders) and the batching
-// engine (package batch), and no database, cache, lock or HTTP package.
+// own transaction). It imports the domain (package orders), the batching
+// engine (package batch) and the once-per-cluster loop (package lease), and no
+// database, cache, lock or HTTP package, nor the stock events' use case
+// (package events), which relays the events its writes make.
 //
 // An order's path: Place (this file) hands it to the strategy chosen in New;
 // lock-batch queues it (locked.go, on package batch), and a leader serves the
@@ -31,7 +33,6 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/internal/webhook"
 )
 
 // Defaults of Config.
@@ -45,10 +46,6 @@ const (
 	// DefaultAudit: an alert on an oversell fires within a minute, for one
 	// read of every SKU's row per half minute per cluster.
 	DefaultAudit = 30 * time.Second
-	// DefaultRelay: an idle relay reads the outbox ten times a second, so an
-	// event is delivered within about that of its commit.
-	DefaultRelay          = 100 * time.Millisecond
-	DefaultEventRetention = 24 * time.Hour
 )
 
 // Config tunes a Service.
@@ -81,20 +78,12 @@ type Config struct {
 	// LockTTL is the per-SKU locks' and the sweeper's lease: with SweepInterval,
 	// the grace I6 gives a hold past its expiry before its units must be back.
 	LockTTL time.Duration
-	// RelayInterval is how often the relay looks for new events when it found
-	// none, and EventRetention how long a delivered event stays in the feed.
-	RelayInterval, EventRetention time.Duration
-	// WebhookRefresh is how often the relay reads the webhook endpoints, to
-	// serve one added and stop serving one deleted.
-	WebhookRefresh time.Duration
-	// WebhookDisableAfter disables an endpoint whose attempts have all failed
-	// for this long, with no success (DefaultWebhookDisableAfter when zero).
-	WebhookDisableAfter time.Duration
 }
 
 // Deps are what a Service runs on. Counters are needed by redis-atomic only.
 // Leader is the lock of the sweeper's leader lease: one that issues fencing
-// tokens (Locker when nil).
+// tokens (Locker when nil). The events its writes make are the outbox that
+// package events relays.
 type Deps struct {
 	Store    orders.Store
 	Cache    orders.Cache
@@ -102,22 +91,6 @@ type Deps struct {
 	Leader   orders.Locker
 	Counters orders.Counters
 	Observer orders.Observer
-	// Events is the outbox the relay reads (no relay without it), Stream where
-	// it publishes (none: events go to the feed only), EventObserver its metrics.
-	Events        orders.EventStore
-	Stream        orders.Stream
-	EventObserver orders.EventObserver
-	// Webhooks are the endpoints (no webhook admin without them), WebhookSender
-	// what delivers to them (none: the relay delivers to none), WebhookRetry
-	// when a failed attempt is tried again (nil: never).
-	Webhooks      orders.WebhookStore
-	WebhookSender WebhookSender
-	WebhookRetry  RetryPolicy
-	// WebhookGuard judges an endpoint's URL at registration (nil: one that
-	// refuses every loopback, private and other special-purpose address).
-	// The sender must dial through the same guard: registration alone
-	// cannot see where a name will resolve later.
-	WebhookGuard WebhookGuard
 }
 
 // Service is the order use case.
@@ -129,20 +102,9 @@ type Service struct {
 	leader   orders.Locker
 	counters orders.Counters
 	obs      orders.Observer
-	events   orders.EventStore
-	stream   orders.Stream
-	eobs     orders.EventObserver
-	webhooks orders.WebhookStore
-	switches orders.WebhookSwitch // nil when the store cannot disable endpoints
-	sender   WebhookSender
-	retry    RetryPolicy
-	guard    WebhookGuard
-	// wait sleeps d or until ctx ends (false then): the webhooks' waits, which
-	// tests may shorten.
-	wait   func(ctx context.Context, d time.Duration) bool
-	log    *slog.Logger
-	now    func() time.Time
-	placer placer
+	log      *slog.Logger
+	now      func() time.Time
+	placer   placer
 	// cached says whether orders keep the cache up to date; for the strategies
 	// whose orders do not, other writes delete entries rather than set them.
 	cached bool
@@ -174,17 +136,9 @@ type result struct {
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
 	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
-		events: d.Events, stream: d.Stream, eobs: d.EventObserver, log: log, now: now,
-		webhooks: d.Webhooks, sender: d.WebhookSender, retry: d.WebhookRetry, guard: d.WebhookGuard, wait: sleep}
-	s.switches, _ = d.Webhooks.(orders.WebhookSwitch)
-	if s.guard == nil {
-		s.guard = webhook.NewGuard()
-	}
+		log: log, now: now}
 	if s.leader == nil {
 		s.leader = s.locker
-	}
-	if s.eobs == nil {
-		s.eobs = nopEvents{}
 	}
 	switch cfg.Strategy {
 	case orders.StrategyLockBatch:
@@ -235,18 +189,6 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweep
-	}
-	if cfg.RelayInterval <= 0 {
-		cfg.RelayInterval = DefaultRelay
-	}
-	if cfg.WebhookRefresh <= 0 {
-		cfg.WebhookRefresh = DefaultWebhookRefresh
-	}
-	if cfg.WebhookDisableAfter <= 0 {
-		cfg.WebhookDisableAfter = DefaultWebhookDisableAfter
-	}
-	if cfg.EventRetention <= 0 {
-		cfg.EventRetention = DefaultEventRetention
 	}
 	if cfg.AuditInterval <= 0 {
 		cfg.AuditInterval = DefaultAudit
@@ -451,12 +393,9 @@ func (s *Service) known(ctx context.Context, items []orders.Item) error {
 	return nil
 }
 
-// MaxPage is the most items one page of a listing holds.
-const MaxPage = 100
-
 // SKUs lists up to limit SKUs after the SKU after, and whether more follow.
 func (s *Service) SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error) {
-	if err := page(after, "starting_after", orders.ValidSKU, limit); err != nil {
+	if err := orders.CheckPage(after, "starting_after", orders.ValidSKU, limit); err != nil {
 		return nil, false, err
 	}
 	out, err := s.store.SKUs(ctx, after, limit+1)
@@ -469,7 +408,7 @@ func (s *Service) SKUs(ctx context.Context, after string, limit int) ([]orders.S
 // Orders lists up to limit orders, newest first, after the order id after in
 // that order, and whether more follow.
 func (s *Service) Orders(ctx context.Context, after string, limit int) ([]orders.Order, bool, error) {
-	if err := page(after, "starting_after", validID, limit); err != nil {
+	if err := orders.CheckPage(after, "starting_after", validID, limit); err != nil {
 		return nil, false, err
 	}
 	out, err := s.store.Orders(ctx, orders.CallerOf(ctx).Owner(), after, limit+1)
@@ -482,7 +421,7 @@ func (s *Service) Orders(ctx context.Context, after string, limit int) ([]orders
 // Reservations lists up to limit holds, newest first, after the hold id after
 // in that order, and whether more follow.
 func (s *Service) Reservations(ctx context.Context, after string, limit int) ([]orders.Reservation, bool, error) {
-	if err := page(after, "starting_after", validID, limit); err != nil {
+	if err := orders.CheckPage(after, "starting_after", validID, limit); err != nil {
 		return nil, false, err
 	}
 	out, err := s.store.Reservations(ctx, orders.CallerOf(ctx).Owner(), after, limit+1)
@@ -490,21 +429,6 @@ func (s *Service) Reservations(ctx context.Context, after string, limit int) ([]
 		return nil, false, err
 	}
 	return out[:min(len(out), limit)], len(out) > limit, nil
-}
-
-// page checks a listing's cursor and limit.
-func page(cursor, field string, valid func(string) bool, limit int) error {
-	var errs []orders.FieldError
-	if cursor != "" && !valid(cursor) {
-		errs = append(errs, orders.FieldError{Field: field, Message: "is not an id of this list"})
-	}
-	if limit < 1 || limit > MaxPage {
-		errs = append(errs, orders.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxPage)})
-	}
-	if len(errs) > 0 {
-		return &orders.ValidationError{Fields: errs}
-	}
-	return nil
 }
 
 // validID says whether id could be an order id (newID's form), so that a

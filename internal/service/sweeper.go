@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/lease"
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
@@ -39,7 +40,7 @@ const (
 // RunSweeper contends for the leader lease until ctx ends, and sweeps every
 // Config.SweepInterval while it holds it.
 func (s *Service) RunSweeper(ctx context.Context) {
-	s.runJob(ctx, job{name: "sweeper", lease: SweeperLease, leading: s.obs.SweeperLeading, retry: s.cfg.SweepInterval, work: s.lead})
+	lease.Job{Name: "sweeper", Lease: SweeperLease, Leading: s.obs.SweeperLeading, Retry: s.cfg.SweepInterval, Work: s.lead}.Run(ctx, s.leader, s.log)
 }
 
 // lead sweeps every interval, and purges every purge interval, until the lease
@@ -203,15 +204,4 @@ func (s *Service) Purge(ctx context.Context, l orders.Leader) (int, error) {
 		}
 	}
 	return total, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -1,4 +1,4 @@
-package service_test
+package events_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/orders"
 	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
@@ -116,15 +117,16 @@ type relayReplica struct {
 	*replica
 	stream *fakeStream
 	counts *eventCounts
+	ev     *events.Service
 }
 
 func newRelayReplica(t *testing.T, w *world, i int, log *relayLog) relayReplica {
 	t.Helper()
-	r := w.replica(t, nil)
+	r := w.replica(t)
 	rr := relayReplica{replica: r, stream: &fakeStream{replica: i, log: log}, counts: &eventCounts{replica: i, log: log}}
 	r.deps.Leader = w.locker(t) // a lease client of its own, as serve's
-	r.deps.Events, r.deps.Stream, r.deps.EventObserver = r.store, rr.stream, rr.counts
-	r.svc = service.New(service.Config{RelayInterval: 10 * time.Millisecond}, r.deps, slog.New(slog.DiscardHandler), time.Now)
+	r.deps.Stream, r.deps.Observer = rr.stream, rr.counts
+	rr.ev = events.New(events.Config{RelayInterval: 10 * time.Millisecond}, r.deps, slog.New(slog.DiscardHandler), time.Now)
 	return rr
 }
 
@@ -132,7 +134,7 @@ func newRelayReplica(t *testing.T, w *world, i int, log *relayLog) relayReplica 
 func (rr relayReplica) run(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); rr.svc.RunRelay(ctx) }()
+	go func() { defer close(done); rr.ev.RunRelay(ctx) }()
 	return func() { cancel(); <-done }
 }
 
@@ -314,11 +316,11 @@ func TestRelayPublishesEveryEventOnceInOrder(t *testing.T) {
 	// An operator republishes the last five (a stream that lost its tail):
 	// the relay publishes them again, in feed order, and nothing else.
 	from := feed[len(feed)-5]
-	rep, err := rr.svc.RepublishEvents(ctx, from.ID)
+	rep, err := rr.ev.RepublishEvents(ctx, from.ID)
 	if err != nil || rep.Was != feed[len(feed)-1].ID || rep.Events < 5 {
 		t.Fatalf("republish from %s: %+v %v", from.ID, rep, err)
 	}
-	if _, err := rr.svc.RepublishEvents(ctx, orders.EventID(feed[len(feed)-1].Position+1)); err == nil {
+	if _, err := rr.ev.RepublishEvents(ctx, orders.EventID(feed[len(feed)-1].Position+1)); err == nil {
 		t.Fatal("a republish from after the stream's cursor was accepted")
 	}
 	waitFor(t, 30*time.Second, "the last five published again", func() (bool, string) {

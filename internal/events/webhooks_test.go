@@ -1,4 +1,4 @@
-package service_test
+package events_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/internal/webhook"
 )
@@ -26,7 +26,7 @@ import (
 // adapter does.
 type sender struct{ s *webhook.Sender }
 
-func (a sender) Send(ctx context.Context, d service.WebhookDelivery) (time.Duration, error) {
+func (a sender) Send(ctx context.Context, d events.WebhookDelivery) (time.Duration, error) {
 	err := a.s.Send(ctx, webhook.Endpoint{URL: d.URL, Secret: d.Secret}, webhook.Message{ID: d.ID, Timestamp: d.Timestamp, Body: d.Body})
 	if se := (*webhook.StatusError)(nil); errors.As(err, &se) {
 		return se.RetryAfter, err
@@ -34,7 +34,7 @@ func (a sender) Send(ctx context.Context, d service.WebhookDelivery) (time.Durat
 	return 0, err
 }
 
-var _ service.WebhookSender = sender{}
+var _ events.WebhookSender = sender{}
 
 // loopback lets the tests' receivers, on 127.0.0.0/8 and ::1, through the
 // guard at registration and when dialled: the default refuses them.
@@ -140,7 +140,7 @@ func until(t *testing.T, within time.Duration, what string, cond func() bool) {
 func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, testenv.Postgres)
-	r := w.replica(t, nil)
+	r := w.replica(t)
 
 	healthy := newReceiver(t)
 	var failing atomic.Int64
@@ -165,10 +165,10 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 
 	const timeout, window = 250 * time.Millisecond, 1500 * time.Millisecond
 	ev := &webhookCounts{attempts: map[string]int{}}
-	r.deps.Events, r.deps.Webhooks, r.deps.EventObserver, r.deps.WebhookGuard = r.store, r.store, ev, loopback
-	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout, Guard: loopback})}
-	r.deps.WebhookRetry = webhook.Policy{First: 50 * time.Millisecond, Max: 200 * time.Millisecond, For: window}
-	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 100 * time.Millisecond},
+	r.deps.Webhooks, r.deps.Observer, r.deps.Guard = r.store, ev, loopback
+	r.deps.Sender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: timeout, Guard: loopback})}
+	r.deps.Retry = webhook.Policy{First: 50 * time.Millisecond, Max: 200 * time.Millisecond, For: window}
+	svc := events.New(events.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 100 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
 
 	create := func(path, secret string) orders.Webhook {
@@ -188,11 +188,11 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 	hw, fw, gw := create("/healthy", healthy.secret), create("/failing", ""), create("/hanging", "")
 
 	// Three events: a set, two orders.
-	if _, _, err := svc.SetStock(ctx, "W-1", orders.StockSet{Available: 10}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "W-1", orders.StockSet{Available: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "W-1", Quantity: 1}}}); err != nil {
+		if _, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "W-1", Quantity: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +247,7 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 	late := newReceiver(t)
 	mux.Handle("/late", late)
 	create("/late", late.secret)
-	if _, err := svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "W-1", Quantity: 1}}}); err != nil {
+	if _, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "W-1", Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	until(t, 10*time.Second, "the new endpoint's event", func() bool { got, _ := late.events(); return len(got) >= 1 })
@@ -290,13 +290,13 @@ func TestWebhooksDeliverEveryEventOnceInOrder(t *testing.T) {
 func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, testenv.Postgres)
-	r := w.replica(t, nil)
+	r := w.replica(t)
 	rcv := newReceiver(t)
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	r.deps.Events, r.deps.Webhooks, r.deps.WebhookGuard = r.store, r.store, loopback
-	r.deps.WebhookSender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: 5 * time.Second, Guard: loopback})}
-	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+	r.deps.Webhooks, r.deps.Guard = r.store, loopback
+	r.deps.Sender = sender{webhook.NewSender(srv.Client(), webhook.SenderOptions{Timeout: 5 * time.Second, Guard: loopback})}
+	svc := events.New(events.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
 	wh, err := svc.CreateWebhook(ctx, srv.URL, rcv.secret)
 	if err != nil {
@@ -304,11 +304,11 @@ func TestWebhookRecordsEventsPurgedBeforeDelivery(t *testing.T) {
 	}
 	// Five events placed in the feed, then the first three purged, as the
 	// relay's second pass would: the endpoint's cursor is still at 0.
-	if _, _, err := svc.SetStock(ctx, "P-1", orders.StockSet{Available: 10}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "P-1", orders.StockSet{Available: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
-		if _, err := svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "P-1", Quantity: 1}}}); err != nil {
+		if _, err := r.svc.Place(ctx, orders.PlaceRequest{Items: []orders.Item{{SKU: "P-1", Quantity: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -373,7 +373,7 @@ func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestWebhooksReachNothingInside(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, testenv.Postgres)
-	r := w.replica(t, nil)
+	r := w.replica(t)
 	inside, target := newCounter(), newCounter()
 	insideSrv, targetSrv := httptest.NewServer(inside), httptest.NewServer(target)
 	defer insideSrv.Close()
@@ -382,8 +382,8 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 	defer redirect.Close()
 
 	// Registration, with the default guard: every one refused, naming url.
-	r.deps.Events, r.deps.Webhooks = r.store, r.store
-	strict := service.New(service.Config{}, r.deps, slog.New(slog.DiscardHandler), time.Now)
+	r.deps.Webhooks = r.store
+	strict := events.New(events.Config{}, r.deps, slog.New(slog.DiscardHandler), time.Now)
 	secret, err := webhook.NewSecret()
 	if err != nil {
 		t.Fatal(err)
@@ -407,14 +407,14 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 	mkSender := func(g *webhook.Guard) sender {
 		return sender{webhook.NewSender(nil, webhook.SenderOptions{Timeout: 5 * time.Second, Guard: g})}
 	}
-	r.deps.WebhookSender = mkSender(nil)
-	relay := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+	r.deps.Sender = mkSender(nil)
+	relay := events.New(events.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
 	stored, err := r.store.CreateWebhook(ctx, orders.Webhook{ID: "wh_01", URL: insideSrv.URL + "/hook", Secret: secret, CreatedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := relay.SetStock(ctx, "S-1", orders.StockSet{Available: 5}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "S-1", orders.StockSet{Available: 5}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)
@@ -435,8 +435,8 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 	}
 
 	// With 127.0.0.0/8 allowed, a 302 is a failed attempt, not followed.
-	r.deps.WebhookSender, r.deps.WebhookGuard = mkSender(loopback), loopback
-	allowed := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+	r.deps.Sender, r.deps.Guard = mkSender(loopback), loopback
+	allowed := events.New(events.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
 	if err := r.store.DeleteWebhook(ctx, stored.ID); err != nil {
 		t.Fatal(err)
@@ -445,7 +445,7 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := allowed.SetStock(ctx, "S-1", orders.StockSet{Available: 6}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "S-1", orders.StockSet{Available: 6}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop = context.WithCancel(ctx)
@@ -473,17 +473,17 @@ func TestWebhooksReachNothingInside(t *testing.T) {
 func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, testenv.Postgres)
-	r := w.replica(t, nil)
+	r := w.replica(t)
 	gone, witness := newCounter(), newCounter()
 	gone.status.Store(http.StatusGone)
 	goneSrv, witnessSrv := httptest.NewServer(gone), httptest.NewServer(witness)
 	defer goneSrv.Close()
 	defer witnessSrv.Close()
 
-	r.deps.Events, r.deps.Webhooks, r.deps.WebhookGuard = r.store, r.store, loopback
-	r.deps.WebhookSender = sender{webhook.NewSender(nil, webhook.SenderOptions{Timeout: 5 * time.Second, Guard: loopback})}
-	r.deps.WebhookRetry = webhook.Policy{First: 10 * time.Millisecond, Max: 20 * time.Millisecond, For: time.Minute}
-	svc := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
+	r.deps.Webhooks, r.deps.Guard = r.store, loopback
+	r.deps.Sender = sender{webhook.NewSender(nil, webhook.SenderOptions{Timeout: 5 * time.Second, Guard: loopback})}
+	r.deps.Retry = webhook.Policy{First: 10 * time.Millisecond, Max: 20 * time.Millisecond, For: time.Minute}
+	svc := events.New(events.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond},
 		r.deps, slog.New(slog.DiscardHandler), time.Now)
 	secret, err := webhook.NewSecret()
 	if err != nil {
@@ -493,7 +493,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.SetStock(ctx, "G-1", orders.StockSet{Available: 5}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "G-1", orders.StockSet{Available: 5}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)
@@ -519,7 +519,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.SetStock(ctx, "G-1", orders.StockSet{Available: 6}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "G-1", orders.StockSet{Available: 6}); err != nil {
 		t.Fatal(err)
 	}
 	if id := <-witness.ids; id != "evt_2" {
@@ -559,7 +559,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	wg.Wait()
 	witness.status.Store(http.StatusInternalServerError)
 	var offset atomic.Int64
-	clocked := service.New(service.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond,
+	clocked := events.New(events.Config{RelayInterval: 20 * time.Millisecond, WebhookRefresh: 50 * time.Millisecond,
 		WebhookDisableAfter: time.Hour}, r.deps, slog.New(slog.DiscardHandler),
 		func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
 	if err := clocked.DeleteWebhook(ctx, gw.ID); err != nil {
@@ -568,7 +568,7 @@ func TestWebhookGoneIsDisabledUntilEnabled(t *testing.T) {
 	cctx, stopClocked := context.WithCancel(ctx)
 	defer stopClocked()
 	wg.Go(func() { clocked.RunRelay(cctx) })
-	if _, _, err := clocked.SetStock(ctx, "G-1", orders.StockSet{Available: 7}); err != nil {
+	if _, _, err := r.svc.SetStock(ctx, "G-1", orders.StockSet{Available: 7}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -1,4 +1,4 @@
-package service
+package events
 
 import (
 	"context"
@@ -26,8 +26,8 @@ func (s *Service) Events(ctx context.Context, startingAfter string, limit int) (
 		}
 		after = p
 	}
-	if limit < 1 || limit > MaxPage {
-		errs = append(errs, orders.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxPage)})
+	if limit < 1 || limit > orders.MaxPage {
+		errs = append(errs, orders.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", orders.MaxPage)})
 	}
 	if len(errs) > 0 {
 		return nil, false, &orders.ValidationError{Fields: errs}

@@ -1,4 +1,4 @@
-package service
+package events
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (c *attemptCounts) WebhookAttempt(result string) {
 func newDeliverer(snd WebhookSender, retry RetryPolicy) (*Service, *attemptCounts, *[]time.Duration) {
 	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	counts := &attemptCounts{n: map[string]int{}}
-	s := New(Config{}, Deps{WebhookSender: snd, WebhookRetry: retry, EventObserver: counts}, slog.New(slog.DiscardHandler),
+	s := New(Config{}, Deps{Sender: snd, Retry: retry, Observer: counts}, slog.New(slog.DiscardHandler),
 		func() time.Time { return now })
 	var waits []time.Duration
 	s.wait = func(_ context.Context, d time.Duration) bool {

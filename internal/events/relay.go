@@ -1,4 +1,4 @@
-package service
+package events
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/lease"
 	"github.com/stockguard/stockguard/internal/orders"
 )
 
 // The relay: the job that takes the outbox's events to the feed and the
-// stream, once per cluster, as the sweeper is: every replica runs RunRelay,
+// stream, once per cluster, as the sweeper (package service) is, on the same
+// loop (package lease): every replica runs RunRelay,
 // the holder of the relay's lease works, and the database checks its token on
 // each write. It moves the feed's end over the committed events below which
 // no write can still commit one (an event's position is its id, given at its
@@ -25,10 +27,11 @@ const RelayLease = "job:events"
 
 // The relay's bounds.
 const (
-	relayBatch      = 500 // events placed, or published, per round
-	relayPurgeRound = 1000
-	relayBacklogAge = time.Second // how often the leader reads the backlog
-	relayMaxBackoff = 5 * time.Second
+	relayBatch       = 500 // events placed, or published, per round
+	relayPurgeRound  = 1000
+	relayPurgeRounds = 100         // rounds per purge pass, so that one purge is bounded
+	relayBacklogAge  = time.Second // how often the leader reads the backlog
+	relayMaxBackoff  = 5 * time.Second
 	// relaySettlePoll is how soon the relay looks again when committed events
 	// wait for a write that took a smaller position: writes end within
 	// milliseconds, and the events' delivery lag is this plus the write.
@@ -41,7 +44,7 @@ func (s *Service) RunRelay(ctx context.Context) {
 	if s.events == nil {
 		return
 	}
-	s.runJob(ctx, job{name: "relay", lease: RelayLease, leading: s.eobs.RelayLeading, retry: s.cfg.RelayInterval, work: s.relay})
+	lease.Job{Name: "relay", Lease: RelayLease, Leading: s.eobs.RelayLeading, Retry: s.cfg.RelayInterval, Work: s.relay}.Run(ctx, s.leader, s.log)
 }
 
 // relay works rounds until the lease is lost or the database refuses its
@@ -103,7 +106,7 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 		if err != nil {
 			s.log.WarnContext(ctx, "relay: round failed; trying again", "err", err, "in", wait.String())
 		}
-		if wait > 0 && !sleep(ctx, wait) {
+		if wait > 0 && !lease.Sleep(ctx, wait) {
 			return context.Cause(ctx)
 		}
 	}
@@ -268,7 +271,7 @@ type purgePass struct {
 // than a full one.
 func (r *relaying) purgePass(ctx context.Context, p purgePass) (int, error) {
 	total := 0
-	for range purgeRounds {
+	for range relayPurgeRounds {
 		var n int
 		err := r.s.fenced(ctx, r.g, func(f orders.Fences) error {
 			var err error
@@ -315,13 +318,3 @@ func (s *Service) purgeThrough(ctx context.Context) int64 {
 	}
 	return through
 }
-
-// nopEvents is the EventObserver of a service given none.
-type nopEvents struct{}
-
-func (nopEvents) RelayLeading(bool)                            {}
-func (nopEvents) EventBacklog(orders.Backlog, time.Duration)   {}
-func (nopEvents) EventsPublished(string, int, []time.Duration) {}
-func (nopEvents) EventPublishFailed(string)                    {}
-func (nopEvents) EventsPurged(int)                             {}
-func (nopEvents) WebhookAttempt(string)                        {}

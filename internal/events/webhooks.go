@@ -1,4 +1,4 @@
-package service
+package events
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func (s *Service) CreateWebhook(ctx context.Context, url, secret string) (orders
 // Webhooks lists up to limit endpoints after the id after, without their
 // secrets, and whether more follow.
 func (s *Service) Webhooks(ctx context.Context, after string, limit int) ([]orders.Webhook, bool, error) {
-	if err := page(after, "starting_after", orders.ValidWebhookID, limit); err != nil {
+	if err := orders.CheckPage(after, "starting_after", orders.ValidWebhookID, limit); err != nil {
 		return nil, false, err
 	}
 	if s.webhooks == nil {
@@ -165,7 +165,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, id string) error {
 // WebhookFailures lists up to limit failed deliveries of an endpoint after
 // the event id after, in feed order, and whether more follow.
 func (s *Service) WebhookFailures(ctx context.Context, id, after string, limit int) ([]orders.WebhookFailure, bool, error) {
-	if err := page(after, "starting_after", func(id string) bool { _, err := orders.EventPosition(id); return err == nil }, limit); err != nil {
+	if err := orders.CheckPage(after, "starting_after", func(id string) bool { _, err := orders.EventPosition(id); return err == nil }, limit); err != nil {
 		return nil, false, err
 	}
 	if _, err := s.Webhook(ctx, id); err != nil {
@@ -246,12 +246,12 @@ func (s *Service) allWebhooks(ctx context.Context) ([]orders.Webhook, error) {
 	var out []orders.Webhook
 	after := ""
 	for {
-		page, err := s.webhooks.Webhooks(ctx, after, MaxPage)
+		page, err := s.webhooks.Webhooks(ctx, after, orders.MaxPage)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, page...)
-		if len(page) < MaxPage {
+		if len(page) < orders.MaxPage {
 			return out, nil
 		}
 		after = page[len(page)-1].ID

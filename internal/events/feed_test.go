@@ -1,4 +1,4 @@
-package service_test
+package events_test
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stockguard/stockguard/api/apitest"
+	"github.com/stockguard/stockguard/internal/events"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
-	"github.com/stockguard/stockguard/internal/service"
 	"github.com/stockguard/stockguard/internal/testenv"
 )
 
@@ -35,14 +35,13 @@ type eventPage struct {
 // their true reason, no token 401.
 func TestEventFeedOverHTTP(t *testing.T) {
 	w := newWorld(t, testenv.Postgres)
-	r := w.replica(t, nil)
-	r.deps.Events = r.store
-	r.svc = service.New(service.Config{RelayInterval: 10 * time.Millisecond}, r.deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	r := w.replica(t)
+	ev := events.New(events.Config{RelayInterval: 10 * time.Millisecond}, r.deps, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.svc.RunRelay(rctx) }) // no stream: events go to the feed only
+	wg.Go(func() { ev.RunRelay(rctx) }) // no stream: events go to the feed only
 	defer func() { stop(); wg.Wait() }()
 
 	if _, _, err := r.svc.Restock(ctx, "F-1", 5); err != nil {
@@ -83,7 +82,7 @@ func TestEventFeedOverHTTP(t *testing.T) {
 		{orders.EventOrderCancelled, "F-2", 3, placed.Order.ID, "", orders.Levels{Available: 3, Stocked: 3}},
 	}
 
-	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: "t"}, r.svc, nil, http.NotFoundHandler(), prometheus.NewRegistry(),
+	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: "t"}, httpapi.UseCases{Feed: ev}, nil, http.NotFoundHandler(), prometheus.NewRegistry(),
 		slog.New(slog.DiscardHandler)))
 	get := func(query string, admin bool) *httptest.ResponseRecorder {
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/events"+query, nil)
