@@ -32,9 +32,11 @@ const (
 	relayPurgeRounds = 100         // rounds per purge pass, so that one purge is bounded
 	relayBacklogAge  = time.Second // how often the leader reads the backlog
 	relayMaxBackoff  = 5 * time.Second
-	// relaySettlePoll is how soon the relay looks again when committed events
-	// wait for a write that took a smaller position: writes end within
-	// milliseconds, and the events' delivery lag is this plus the write.
+	// relaySettlePoll is how soon the relay looks again while events come:
+	// when committed events wait for a write that took a smaller position
+	// (writes end within milliseconds), or the last round moved the feed's
+	// end. An event's delivery lag is then about two of these, not the
+	// RelayInterval an idle relay waits.
 	relaySettlePoll = 25 * time.Millisecond
 )
 
@@ -98,7 +100,7 @@ func (s *Service) relay(ctx context.Context, g orders.Grant) error {
 			backoff = s.cfg.RelayInterval
 		case busy:
 			backoff, wait = s.cfg.RelayInterval, 0
-		case r.end.Waiting:
+		case r.end.Waiting || r.moved:
 			backoff, wait = s.cfg.RelayInterval, min(relaySettlePoll, s.cfg.RelayInterval)
 		default:
 			backoff = s.cfg.RelayInterval
@@ -119,6 +121,7 @@ type relaying struct {
 	g      orders.Grant
 	cursor int64
 	end    orders.FeedEnd
+	moved  bool // the last round moved the feed's end
 }
 
 func (r *relaying) leader(f orders.Fences) orders.Leader {
@@ -153,11 +156,13 @@ func (r *relaying) rewound(ctx context.Context) {
 // (even if it failed on the rest).
 func (r *relaying) round(ctx context.Context) (busy, progressed bool, err error) {
 	s := r.s
+	before := r.end.Through
 	err = s.fenced(ctx, r.g, func(f orders.Fences) error {
 		end, err := s.events.AdvanceFeed(ctx, r.leader(f))
 		r.end = end
 		return err
 	})
+	r.moved = r.end.Through > before
 	if err != nil || s.stream == nil {
 		return false, false, err
 	}
