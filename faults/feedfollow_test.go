@@ -113,7 +113,7 @@ func (f *feedFollower) finish(within time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the feed's end did not cover every event within %s: %d left, %v", within, left, err)
+			return fmt.Errorf("the feed's end did not cover every event within %s: %d left: %w", within, left, err)
 		case <-time.After(followEvery): // the relay's rounds, not a synchronisation
 		}
 	}
