@@ -5,6 +5,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -113,7 +114,7 @@ func (f *feedFollower) finish(within time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the feed's end did not cover every event within %s: %d left: %w", within, left, err)
+			return errors.Join(fmt.Errorf("the feed's end did not cover every event within %s: %d left", within, left), err)
 		case <-time.After(followEvery): // the relay's rounds, not a synchronisation
 		}
 	}
