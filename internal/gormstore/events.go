@@ -193,14 +193,8 @@ func (cursorRow) TableName() string { return "event_cursors" }
 func (s *Store) Delivered(ctx context.Context, destination string) (int64, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
-	var rows []cursorRow
-	if err := db.Where("name = ?", destination).Limit(1).Find(&rows).Error; err != nil {
-		return 0, unavailable("read event cursor", err)
-	}
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	return rows[0].Through, nil
+	through, err := readCursor(db, destination)
+	return through, unavailable("read event cursor", err)
 }
 
 // MarkDelivered moves destination's cursor from from to through: a
@@ -238,12 +232,9 @@ func (s *Store) MarkDelivered(ctx context.Context, destination string, from, thr
 func (s *Store) RewindDelivered(ctx context.Context, destination string, to int64) (int64, error) {
 	var was int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		var rows []cursorRow
-		if err := tx.Where("name = ?", destination).Limit(1).Find(&rows).Error; err != nil {
+		var err error
+		if was, err = readCursor(tx, destination); err != nil {
 			return err
-		}
-		if len(rows) == 1 {
-			was = rows[0].Through
 		}
 		if to > was {
 			return fmt.Errorf("%w: the cursor of %s is at %d, before %d: nothing to deliver again", orders.ErrInvalid, destination, was, to)
@@ -326,7 +317,7 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, through int64
 		if err := tx.Model(&eventRow{}).Select("MAX(id)").Scan(&last).Error; err != nil || last == nil {
 			return err
 		}
-		end, err := feedEnd(tx)
+		end, err := readCursor(tx, FeedEnd)
 		if err != nil {
 			return err
 		}

@@ -83,7 +83,7 @@ func (s *Store) AdvanceFeed(ctx context.Context, leader orders.Leader) (orders.F
 	defer cancel()
 	db := s.db.WithContext(ctx)
 	if f.end < 0 {
-		end, err := feedEnd(db)
+		end, err := readCursor(db, FeedEnd)
 		if err != nil {
 			return orders.FeedEnd{}, unavailable("read the feed's end", err)
 		}
@@ -202,10 +202,11 @@ func isLockWait(err error) bool {
 	return errors.As(err, &my) && (my.Number == 3572 || my.Number == 1205)
 }
 
-// feedEnd reads the feed's end: 0 before the relay first moved it.
-func feedEnd(db *gorm.DB) (int64, error) {
+// readCursor reads the cursor name: 0 when it is not there yet (nothing
+// delivered, the feed's end never moved, nothing purged).
+func readCursor(db *gorm.DB, name string) (int64, error) {
 	var rows []cursorRow
-	if err := db.Where("name = ?", FeedEnd).Limit(1).Find(&rows).Error; err != nil {
+	if err := db.Where("name = ?", name).Limit(1).Find(&rows).Error; err != nil {
 		return 0, err
 	}
 	if len(rows) == 0 {

@@ -111,7 +111,7 @@ var (
 func (s *Store) CreateWebhook(ctx context.Context, w orders.Webhook) (orders.Webhook, error) {
 	row := webhookRow{ID: w.ID, URL: w.URL, Secret: w.Secret, CreatedAt: stamp(w.CreatedAt)}
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		end, err := feedEnd(tx)
+		end, err := readCursor(tx, FeedEnd)
 		if err != nil {
 			return err
 		}
