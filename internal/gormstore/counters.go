@@ -60,7 +60,7 @@ func (s *Store) shiftBy(tx *gorm.DB, sku string, d delta, atLeast, fence, events
 }
 
 // skuColumns are what an update of skus returns, where it can.
-const skuColumns = " RETURNING sku, available, reserved, sold, stocked, fence, event_seq"
+const skuColumns = " RETURNING sku, available, reserved, sold, stocked, fence, event_seq, locations, low_stock_threshold"
 
 // returning says whether the database returns the rows an UPDATE changed
 // (MySQL does not; MariaDB's RETURNING is for INSERT and DELETE only).

@@ -42,6 +42,8 @@ type eventRow struct {
 	OrderID    *string   `gorm:"column:order_id;size:40"`
 	HoldID     *string   `gorm:"column:reservation_id;size:40"`
 	CreatedAt  time.Time `gorm:"column:created_at;not null"`
+	// Location is the location an event of one location is about ("": the SKU's).
+	Location string `gorm:"column:location;size:64;not null;default:''"`
 
 	created any `gorm:"-"` // what values writes as created_at
 }

@@ -30,6 +30,7 @@ var migrations = []migration{
 	{8, "webhook endpoints: disabled", migrateV8},
 	{9, "caps: units held per client and SKU, per customer and SKU; max_per_customer on skus", migrateV9},
 	{10, "stock events: the id is the feed's position, given at the insert; no position column", migrateV10},
+	{11, "locations: stock per location, allocations, low-stock thresholds", migrateV11},
 }
 
 // latest is the highest version of the migrations.

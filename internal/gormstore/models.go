@@ -16,6 +16,13 @@ type skuRow struct {
 	UpdatedAt time.Time
 	// MaxPerCustomer is the most units one customer may have (I9); nil: no limit.
 	MaxPerCustomer *int64 `gorm:"column:max_per_customer"`
+	// Locations is the number of the SKU's rows in sku_locations: 0 while
+	// all its stock is in the default location, whose counts are then this
+	// row's own.
+	Locations int64 `gorm:"column:locations;not null;default:0"`
+	// LowStockThreshold is the available stock below which the SKU is low
+	// (sku.low_stock); nil: none.
+	LowStockThreshold *int64 `gorm:"column:low_stock_threshold"`
 }
 
 func (skuRow) TableName() string { return "skus" }
@@ -184,3 +191,44 @@ const (
 	kindRelease = "release" // released, or left over by a partial confirm (+)
 	kindExpire  = "expire"  // expired and swept (+)
 )
+
+// locationRow is a place stock is kept. Allocation takes the active ones by
+// priority (lower first, then id) or by the most available.
+type locationRow struct {
+	ID        string    `gorm:"column:id;primaryKey;size:64"`
+	Name      string    `gorm:"column:name;size:200;not null"`
+	Priority  int64     `gorm:"column:priority;not null;default:0"`
+	Active    bool      `gorm:"column:active;not null"`
+	CreatedAt time.Time `gorm:"column:created_at;not null"`
+}
+
+func (locationRow) TableName() string { return "locations" }
+
+// skuLocationRow is a SKU's counts in one location, for a SKU with stock
+// outside the default location; I1 holds on each row, and the SKU's row is
+// their sum. A writer changes the SKU's row first (its lock orders them).
+type skuLocationRow struct {
+	SKU       string `gorm:"column:sku;primaryKey;size:64"`
+	Location  string `gorm:"column:location;primaryKey;size:64;index:idx_sku_locations_location"`
+	Available int64  `gorm:"column:available;not null;check:chk_sku_locations_available,available >= 0"`
+	Reserved  int64  `gorm:"column:reserved;not null;default:0;check:chk_sku_locations_reserved,reserved >= 0"`
+	Sold      int64  `gorm:"column:sold;not null;default:0"`
+	Stocked   int64  `gorm:"column:stocked;not null;default:0"`
+}
+
+func (skuLocationRow) TableName() string { return "sku_locations" }
+
+// allocationRow is how many units of an order's or a hold's SKU came from a
+// location, for a SKU with location rows when it was placed (none: all from
+// the default location). Owner is the order's or the hold's id.
+type allocationRow struct {
+	Owner    string `gorm:"column:owner_id;primaryKey;size:40"`
+	SKU      string `gorm:"column:sku;primaryKey;size:64"`
+	Location string `gorm:"column:location;primaryKey;size:64"`
+	Quantity int64  `gorm:"column:quantity;not null"`
+}
+
+func (allocationRow) TableName() string { return "allocations" }
+
+func (allocationRow) columns() string { return "(owner_id, sku, location, quantity)" }
+func (r allocationRow) values() []any { return []any{r.Owner, r.SKU, r.Location, r.Quantity} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -289,7 +290,7 @@ func wantStock(t *testing.T, s *gormstore.Store, want orders.Stock) {
 	if err == nil && limit(got) == limit(want) {
 		got.MaxPerCustomer = want.MaxPerCustomer
 	}
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("stock %+v (%v), want %+v", got, err, want)
 	}
 }

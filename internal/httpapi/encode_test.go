@@ -16,11 +16,11 @@ import (
 // appendOrder writes every order as encoding/json does, or leaves it to it.
 func TestAppendOrderAsMarshal(t *testing.T) {
 	// appendOrder names each field: a new one must be added there too.
-	if n := reflect.TypeFor[orders.Order]().NumField(); n != 8 {
-		t.Fatalf("orders.Order has %d fields, appendOrder writes 8", n)
+	if n := reflect.TypeFor[orders.Order]().NumField(); n != 9 {
+		t.Fatalf("orders.Order has %d fields, appendOrder writes 8 and leaves Allocations to encoding/json", n)
 	}
-	if n := reflect.TypeFor[orders.Item]().NumField(); n != 2 {
-		t.Fatalf("orders.Item has %d fields, appendOrder writes 2", n)
+	if n := reflect.TypeFor[orders.Item]().NumField(); n != 4 {
+		t.Fatalf("orders.Item has %d fields, appendOrder writes 2 and leaves Location and Split to encoding/json", n)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
 	cancelled := at.Add(90 * time.Minute).In(time.FixedZone("", -5*3600-30*60))
@@ -36,6 +36,8 @@ func TestAppendOrderAsMarshal(t *testing.T) {
 		{ID: "o<script>", Items: []orders.Item{{SKU: "A&B"}}}, {ID: "o", Items: []orders.Item{{SKU: "é"}}},
 		{ID: "o", Items: []orders.Item{{SKU: "a\"b\\c\n"}}}, {Customer: "\u2028"}, {ClientID: "\xff"},
 		{ID: "o", CreatedAt: far}, {ID: "o", CreatedAt: odd}, {ID: "o", CreatedAt: at, CancelledAt: &far},
+		{ID: "o", Items: []orders.Item{{SKU: "A", Quantity: 1, Location: "berlin"}}},
+		{ID: "o", Allocations: []orders.Allocation{{SKU: "A", Location: "berlin", Quantity: 1}}},
 	} {
 		want, wantErr := json.Marshal(o)
 		got, ok := appendOrder([]byte("prefix"), &o)

@@ -20,6 +20,12 @@ const (
 type Item struct {
 	SKU      string `json:"sku"`
 	Quantity int    `json:"quantity"`
+	// Location, when set, is the one location the line's units must come
+	// from; Split false keeps a line the service allocates in one location.
+	// Neither is kept on the order's merged items: Allocations says where
+	// the units came from.
+	Location string `json:"location,omitempty"`
+	Split    *bool  `json:"split,omitempty"`
 }
 
 // Status is the state of an order.
@@ -44,6 +50,10 @@ type Order struct {
 	// and an admin see it. Customer is the client's shopper it was for.
 	ClientID string `json:"client_id,omitempty"`
 	Customer string `json:"customer,omitempty"`
+	// Allocations is where the units of the SKUs stocked in a location other
+	// than the default came from, by SKU and location; none when every unit
+	// came from the default location.
+	Allocations []Allocation `json:"allocations,omitempty"`
 }
 
 // PlaceRequest is an order as a client sends it.
@@ -75,6 +85,12 @@ type Stock struct {
 	// MaxPerCustomer is the most units of the SKU one customer of a client
 	// may have in live holds and orders (I9); nil: no limit.
 	MaxPerCustomer *int64 `json:"max_per_customer,omitempty"`
+	// LowStockThreshold is the available stock below which the SKU is low
+	// (the event sku.low_stock); nil: none.
+	LowStockThreshold *int64 `json:"low_stock_threshold,omitempty"`
+	// Locations are the SKU's counts per location (its totals are their
+	// sums), when read one SKU at a time.
+	Locations []LocationStock `json:"locations,omitempty"`
 }
 
 // StockSet is a set of a SKU's stock (PUT /v1/skus/{sku}): its available
@@ -83,6 +99,12 @@ type Stock struct {
 type StockSet struct {
 	Available      int64
 	MaxPerCustomer *int64
+	// LowStockThreshold: nil keeps it, 0 removes it, more sets it.
+	LowStockThreshold *int64
+	// ExpectedAvailable, when set, makes the set a compare-and-set: when
+	// the available stock is not this, nothing changes and the store
+	// answers a *StaleQuantityError.
+	ExpectedAvailable *int64
 }
 
 // Stocked is the answer to a restock or a set: the SKU's counters after it,
@@ -171,7 +193,11 @@ const NoFence int64 = 0
 // Hold.ExpiresAt when it commits it. MaxHeld is the cap of a hold's client
 // (Order.ClientID set) on the units it holds of each SKU (I9).
 type Placement struct {
-	Order   Order
+	Order Order
+	// Demands are the request's lines as it sent them, when one names a
+	// location or refuses to be split (nil: every line may be allocated
+	// anywhere, split as needed).
+	Demands []Demand
 	Hold    *Hold
 	Key     string
 	Hash    string

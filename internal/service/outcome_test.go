@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -225,7 +226,7 @@ func TestOutcomeUnknownSettledByTheSameKey(t *testing.T) {
 			}
 
 			// 10 stocked: 1 + 2 (kb) sold, 1 held, the 2 of ka back.
-			if st, err := lw.direct.Stock(ctx, "A"); err != nil || st != (orders.Stock{SKU: "A", Available: 6, Held: 1, Sold: 3, Stocked: 10}) {
+			if st, err := lw.direct.Stock(ctx, "A"); err != nil || !reflect.DeepEqual(st, orders.Stock{SKU: "A", Available: 6, Held: 1, Sold: 3, Stocked: 10}) {
 				t.Fatalf("stock %+v, %v; want 6 available, 1 reserved, 3 sold of 10", st, err)
 			}
 			a, err := lw.rep.svc.Audit(ctx, true)

@@ -1,0 +1,234 @@
+package orders
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultLocation is the location of every unit not placed in another: a
+// deployment that never creates a location keeps all its stock there.
+const DefaultLocation = "default"
+
+// ErrUnknownLocation is a request that names a location that does not exist.
+var ErrUnknownLocation = errors.New("unknown location")
+
+// ErrStaleQuantity is a compare-and-set whose expected quantity is not the
+// stock as it is: nothing changed (see StaleQuantityError).
+var ErrStaleQuantity = errors.New("the stock is not what the caller expected")
+
+// StaleQuantityError is a refused compare-and-set, with the stock as it is.
+// It matches ErrStaleQuantity.
+type StaleQuantityError struct {
+	Expected int64
+	Stock    Stock
+}
+
+func (e *StaleQuantityError) Error() string {
+	return fmt.Sprintf("%s: expected %d available, have %d", ErrStaleQuantity, e.Expected, e.Stock.Available)
+}
+
+// Is makes errors.Is(err, ErrStaleQuantity) true.
+func (e *StaleQuantityError) Is(target error) bool { return target == ErrStaleQuantity }
+
+var locationPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// ValidLocationID reports whether s is a location id: 1 to 64 of a-z, 0-9,
+// '.', '_' and '-', starting with a letter or a digit.
+func ValidLocationID(s string) bool { return locationPattern.MatchString(s) }
+
+// Location is a place stock is kept. Allocation takes the active locations
+// by priority (the lowest number first, then by id) or by the most
+// available; an inactive one allocates nothing and keeps its counts.
+type Location struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Priority  int64     `json:"priority"`
+	Active    bool      `json:"active"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LocationPatch is a change of a location: each field set changes it.
+type LocationPatch struct {
+	Name     *string
+	Priority *int64
+	Active   *bool
+}
+
+// MaxLocationName is the longest name of a location.
+const MaxLocationName = 200
+
+// ValidateLocation checks a new location, naming every invalid field.
+func ValidateLocation(l Location) error {
+	var errs []FieldError
+	if !ValidLocationID(l.ID) {
+		errs = append(errs, FieldError{"id", "must match ^[a-z0-9][a-z0-9._-]{0,63}$"})
+	}
+	errs = append(errs, checkLocationName(&l.Name)...)
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+// ValidatePatch checks a change of a location.
+func ValidatePatch(p LocationPatch) error {
+	var errs []FieldError
+	if p.Name != nil {
+		errs = append(errs, checkLocationName(p.Name)...)
+	}
+	if p.Name == nil && p.Priority == nil && p.Active == nil {
+		errs = append(errs, FieldError{"body", "set at least one of name, priority and active"})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+func checkLocationName(name *string) []FieldError {
+	if n := strings.TrimSpace(*name); n == "" || len(n) > MaxLocationName {
+		return []FieldError{{"name", fmt.Sprintf("must be 1 to %d characters", MaxLocationName)}}
+	}
+	return nil
+}
+
+// LocationStock is a SKU's counts in one location.
+type LocationStock struct {
+	Location  string `json:"location"`
+	Available int64  `json:"available"`
+	Held      int64  `json:"reserved"`
+	Sold      int64  `json:"sold"`
+	Stocked   int64  `json:"stocked"`
+}
+
+// Allocation is how many units of a line's SKU came from a location.
+type Allocation struct {
+	SKU      string `json:"sku"`
+	Location string `json:"location"`
+	Quantity int64  `json:"quantity"`
+}
+
+// Demand is what one line of a request asks of a SKU: units from one
+// location (Location set), or from any, allocated by the service, and then
+// from one only when Whole (the line's "split": false).
+type Demand struct {
+	SKU      string
+	Location string
+	Quantity int64
+	Whole    bool
+}
+
+// AllocationStrategy is how the service allocates a line that names no location.
+type AllocationStrategy string
+
+// The allocation strategies: by the locations' priority, or from the one
+// with the most available first.
+const (
+	AllocatePriority      AllocationStrategy = "priority"
+	AllocateMostAvailable AllocationStrategy = "most-available"
+)
+
+// ParseAllocation reads --allocation.
+func ParseAllocation(s string) (AllocationStrategy, error) {
+	switch AllocationStrategy(s) {
+	case AllocatePriority, AllocateMostAvailable:
+		return AllocationStrategy(s), nil
+	}
+	return "", fmt.Errorf("allocation %q: want priority or most-available", s)
+}
+
+// Level is a SKU's available stock in one location, as allocation sees it.
+type Level struct {
+	Location  string
+	Priority  int64
+	Active    bool
+	Available int64
+}
+
+// Allocate takes one request's demands of one SKU from levels (changing
+// them): the lines naming a location first, then the others by strategy,
+// split over locations unless Whole. It returns what it took per location,
+// in location order, or nil and false when the SKU cannot cover them, in
+// which case levels are left as they were.
+func Allocate(levels []Level, demands []Demand, s AllocationStrategy) ([]Allocation, bool) {
+	before := slices.Clone(levels)
+	took := map[string]int64{}
+	take := func(i int, q int64) {
+		levels[i].Available -= q
+		took[levels[i].Location] += q
+	}
+	ok := true
+	for _, d := range demands {
+		if d.Location == "" {
+			continue
+		}
+		i := slices.IndexFunc(levels, func(l Level) bool { return l.Location == d.Location })
+		if i < 0 || !levels[i].Active || levels[i].Available < d.Quantity {
+			ok = false
+			break
+		}
+		take(i, d.Quantity)
+	}
+	for _, d := range demands {
+		if !ok || d.Location != "" {
+			continue
+		}
+		order := preference(levels, s)
+		if d.Whole {
+			j := slices.IndexFunc(order, func(i int) bool { return levels[i].Available >= d.Quantity })
+			if j < 0 {
+				ok = false
+				break
+			}
+			take(order[j], d.Quantity)
+			continue
+		}
+		left := d.Quantity
+		for _, i := range order {
+			q := min(left, levels[i].Available)
+			if q > 0 {
+				take(i, q)
+				left -= q
+			}
+		}
+		ok = left == 0
+	}
+	if !ok {
+		copy(levels, before)
+		return nil, false
+	}
+	out := make([]Allocation, 0, len(took))
+	for _, l := range levels {
+		if q := took[l.Location]; q > 0 {
+			out = append(out, Allocation{Location: l.Location, Quantity: q})
+		}
+	}
+	slices.SortFunc(out, func(a, b Allocation) int { return strings.Compare(a.Location, b.Location) })
+	return out, true
+}
+
+// preference is the indexes of the active levels with stock, in the order
+// strategy s takes them.
+func preference(levels []Level, s AllocationStrategy) []int {
+	var order []int
+	for i, l := range levels {
+		if l.Active && l.Available > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		la, lb := levels[a], levels[b]
+		if s == AllocateMostAvailable {
+			if c := cmp.Compare(lb.Available, la.Available); c != 0 {
+				return c
+			}
+		}
+		return cmp.Or(cmp.Compare(la.Priority, lb.Priority), strings.Compare(la.Location, lb.Location))
+	})
+	return order
+}
