@@ -147,6 +147,9 @@ func (w *endings) write(ps []orders.Placement) (map[string]int64, error) {
 		if after, err = countersAfter(w.tx, skus, returned); err != nil {
 			return nil, err
 		}
+		if err = w.allocateAndShift(ps, after); err != nil {
+			return nil, err
+		}
 		if events, err = w.events.carried(w.store, w.tx, after); err != nil {
 			return nil, err
 		}

@@ -125,6 +125,8 @@ type inserts struct {
 	holds     []holdRow
 	holdLines []holdLineRow
 	records   []idempotencyRow
+	// allocations are where the units of located SKUs came from (allocate.go).
+	allocations []allocationRow
 }
 
 // place adds a batch's rows: its orders and holds, their lines and ledger
@@ -164,7 +166,7 @@ func (r *inserts) place(b orders.Batch, fences orders.Fences, clock, recorded ti
 // by one, are one per batch size and not one per pair of sizes.
 func (r *inserts) insert(tx *gorm.DB, events *leading) error {
 	return insertAll(tx, events, inserter(tx, r.ledger), inserter(tx, r.orders), inserter(tx, r.lines),
-		inserter(tx, r.holds), inserter(tx, r.holdLines), inserter(tx, r.records))
+		inserter(tx, r.holds), inserter(tx, r.holdLines), inserter(tx, r.records), inserter(tx, r.allocations))
 }
 
 // insertAll runs the inserts in their order, events (when not nil) leading

@@ -51,10 +51,12 @@ type endings struct {
 	lines map[string][]holdLineRow
 	ended []*holdRow // those of holds these endings ended, as they end
 
-	sum      map[string]delta // the endings' changes of each SKU's counters
-	caps     capTally         // what the endings give back of the caps' counters
-	events   outbox           // the placements', then the endings'
-	rows     inserts          // likewise
+	sum      map[string]delta           // the endings' changes of each SKU's counters
+	allocs   map[string][]allocationRow // where each hold's units are, by hold
+	loc      map[skuLoc]delta           // the changes of each SKU's location rows (allocate.go)
+	caps     capTally                   // what the endings give back of the caps' counters
+	events   outbox                     // the placements', then the endings'
+	rows     inserts                    // likewise
 	recorded time.Time
 }
 
@@ -95,6 +97,9 @@ func (s *Store) endings(tx *gorm.DB, b orders.Batch, es []orders.Ending, fences 
 	}
 	var err error
 	if w.lines, err = linesOf(tx, ids); err != nil {
+		return nil, err
+	}
+	if w.allocs, err = allocationsOf(tx, ids); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -184,6 +189,11 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 	id := o.ID
 	for _, l := range lines {
 		n := confirm[l.SKU]
+		if n > 0 {
+			o.Allocations = append(o.Allocations, w.confirmAt(row.ID, id, l.SKU, l.Quantity, n)...)
+		} else {
+			w.giveBackAt(row.ID, l.SKU, l.Quantity)
+		}
 		d := delta{available: l.Quantity - n, reserved: -l.Quantity, sold: n}
 		w.add(l.SKU, d)
 		w.events.add(l.SKU, orders.EventReservationConfirmed, l.Quantity, d, &id, &row.ID)
@@ -248,6 +258,7 @@ func (w *endings) giveBack(row *holdRow, lines []holdLineRow, kind string, typ o
 		w.caps.addUnits(l.SKU, row.ClientID, row.Customer, l.Quantity)
 		d := delta{available: l.Quantity, reserved: -l.Quantity}
 		w.add(l.SKU, d)
+		w.giveBackAt(row.ID, l.SKU, l.Quantity)
 		w.events.add(l.SKU, typ, l.Quantity, d, nil, &lines[i].HoldID)
 		w.rows.ledger = append(w.rows.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kind, HoldID: &lines[i].HoldID,
 			Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})

@@ -93,6 +93,9 @@ func (o *outbox) add(sku string, typ orders.EventType, quantity int64, d delta, 
 		DAvailable: d.available, DReserved: d.reserved, DSold: d.sold, DStocked: d.stocked, OrderID: orderID, HoldID: holdID})
 }
 
+// at says the last event added is about one location of its SKU.
+func (o *outbox) at(location string) { o.rows[len(o.rows)-1].Location = location }
+
 // write numbers the events and sets each one's counters after it from the
 // SKUs' rows as the write left them (after: read after its updates, in its
 // transaction), walking each SKU's events back from the last; then inserts

@@ -46,6 +46,13 @@ func (s *Store) Reservation(ctx context.Context, id string) (orders.Reservation,
 	if !ok {
 		return orders.Reservation{}, orders.ErrNotFound
 	}
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	allocs, err := allocationsOf(db, []string{id})
+	if err != nil {
+		return orders.Reservation{}, unavailable("hold allocations", err)
+	}
+	r.Allocations = allocationsIn(allocs[id])
 	return r, nil
 }
 

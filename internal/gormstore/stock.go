@@ -59,6 +59,9 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 		if err != nil {
 			return err
 		}
+		if err := cancelAt(tx, id, lines, rows); err != nil {
+			return err
+		}
 		after = availableOf(rows)
 		if err := events.write(s, tx, rows); err != nil {
 			return err
@@ -95,6 +98,9 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		d := delta{available: quantity, stocked: quantity}
 		err := s.shift(tx, sku, d, fence, 1, nil)
+		if err == nil {
+			err = shiftDefault(tx, sku, d)
+		}
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		}
@@ -159,6 +165,9 @@ func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, f
 			// The guarded, fenced shift by the difference: a write between the read
 			// and it (none under the lock) would make it refuse, not overwrite.
 			err = s.shift(tx, sku, d, fence, events.count[sku], nil)
+			if err == nil {
+				err = shiftDefault(tx, sku, d)
+			}
 		}
 		if err != nil {
 			return err

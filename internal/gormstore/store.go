@@ -42,6 +42,9 @@ type Store struct {
 	trustSequence bool
 	// settleAfter is mysqlSettle but in tests.
 	settleAfter time.Duration
+	// allocation is how a line that names no location is allocated over
+	// the locations of a SKU stocked in several (allocate.go).
+	allocation orders.AllocationStrategy
 }
 
 var _ orders.Store = (*Store)(nil)
@@ -49,7 +52,7 @@ var _ orders.Store = (*Store)(nil)
 // New returns the store. now is the clock; timeout bounds every call.
 func New(db *gorm.DB, now func() time.Time, timeout time.Duration) *Store {
 	return &Store{db: db, now: func() time.Time { return now().UTC() }, timeout: timeout,
-		feed: &feedMarks{end: -1}, settleAfter: mysqlSettle}
+		feed: &feedMarks{end: -1}, settleAfter: mysqlSettle, allocation: orders.AllocatePriority}
 }
 
 // WithoutEvents returns a store that writes no stock events: for a
@@ -58,6 +61,14 @@ func New(db *gorm.DB, now func() time.Time, timeout time.Duration) *Store {
 func (s *Store) WithoutEvents() *Store {
 	c := *s
 	c.noEvents = true
+	return &c
+}
+
+// WithAllocation returns a store that allocates the lines that name no
+// location by strategy a (--allocation).
+func (s *Store) WithAllocation(a orders.AllocationStrategy) *Store {
+	c := *s
+	c.allocation = a
 	return &c
 }
 
@@ -81,7 +92,7 @@ func unavailable(op string, err error) error {
 	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
 		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict, orders.ErrInvalid,
 		orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed, orders.ErrHoldQuotaExceeded,
-		orders.ErrCustomerLimitExceeded} {
+		orders.ErrCustomerLimitExceeded, orders.ErrUnknownLocation, orders.ErrStaleQuantity} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -134,7 +145,13 @@ func readOrder(db *gorm.DB, id string) (orders.Order, error) {
 	for i, l := range lines {
 		items[i] = orders.Item{SKU: l.SKU, Quantity: int(l.Quantity)}
 	}
-	return row.order(items), nil
+	o := row.order(items)
+	allocs, err := allocationsOf(db, []string{id})
+	if err != nil {
+		return orders.Order{}, fmt.Errorf("allocations: %w", err)
+	}
+	o.Allocations = allocationsIn(allocs[id])
+	return o, nil
 }
 
 // order is the row with its lines, sorted as Go sorts, like the 201 was: the

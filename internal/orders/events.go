@@ -32,6 +32,10 @@ const (
 	EventReservationExpired   EventType = "reservation.expired"
 	EventStockRestocked       EventType = "stock.restocked"
 	EventStockSet             EventType = "stock.set"
+	// A transfer between locations: one event for each side, each with its
+	// location; the SKU's counters do not change.
+	EventStockTransferredOut EventType = "stock.transferred_out"
+	EventStockTransferredIn  EventType = "stock.transferred_in"
 )
 
 // EventTypes lists every EventType.

@@ -232,3 +232,83 @@ func preference(levels []Level, s AllocationStrategy) []int {
 	})
 	return order
 }
+
+// Transfer is a move of available units of a SKU between two locations.
+type Transfer struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Quantity int64  `json:"quantity"`
+}
+
+// Validate checks a transfer, naming every invalid field.
+func (t Transfer) Validate() error {
+	var errs []FieldError
+	if !ValidLocationID(t.From) {
+		errs = append(errs, FieldError{"from", "must be a location id"})
+	}
+	if !ValidLocationID(t.To) {
+		errs = append(errs, FieldError{"to", "must be a location id"})
+	} else if t.To == t.From {
+		errs = append(errs, FieldError{"to", "must differ from from"})
+	}
+	if t.Quantity < 1 || t.Quantity > MaxRestock {
+		errs = append(errs, FieldError{"quantity", fmt.Sprintf("must be between 1 and %d", MaxRestock)})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+// PlacementError is one placement of a batch that could not be allocated
+// over its SKUs' locations (Index: its place in Batch.Placed): the write
+// failed whole, and the batch may be written again without it. It wraps the
+// placement's own refusal: an *InsufficientStockError, or ErrUnknownLocation.
+type PlacementError struct {
+	Index int
+	Err   error
+}
+
+func (e *PlacementError) Error() string { return fmt.Sprintf("placement %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the placement's refusal.
+func (e *PlacementError) Unwrap() error { return e.Err }
+
+// DemandsOf are a request's lines as Placement.Demands keeps them: nil when
+// no line names a location or refuses a split (every line is then the
+// service's to allocate, split as needed), else one per line, in the
+// request's order. It names every line whose location is not an id.
+func DemandsOf(items []Item) ([]Demand, error) {
+	if !slices.ContainsFunc(items, func(it Item) bool { return it.Location != "" || it.Split != nil }) {
+		return nil, nil
+	}
+	var errs []FieldError
+	out := make([]Demand, len(items))
+	for i, it := range items {
+		if it.Location != "" && !ValidLocationID(it.Location) {
+			errs = append(errs, FieldError{fmt.Sprintf("items[%d].location", i), "must be a location id: ^[a-z0-9][a-z0-9._-]{0,63}$"})
+		}
+		out[i] = Demand{SKU: it.SKU, Location: it.Location, Quantity: int64(it.Quantity), Whole: it.Split != nil && !*it.Split}
+	}
+	if len(errs) > 0 {
+		return nil, &ValidationError{Fields: errs}
+	}
+	return out, nil
+}
+
+// DemandParts are demands as strings, for a request's hash: none for nil.
+func DemandParts(ds []Demand) []string {
+	if ds == nil {
+		return nil
+	}
+	out := make([]string, 0, 1+3*len(ds))
+	out = append(out, "demands")
+	for _, d := range ds {
+		whole := "split"
+		if d.Whole {
+			whole = "whole"
+		}
+		out = append(out, d.SKU+"@"+d.Location, fmt.Sprint(d.Quantity), whole)
+	}
+	return out
+}

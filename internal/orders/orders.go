@@ -5,6 +5,7 @@
 package orders
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -26,6 +27,19 @@ type Item struct {
 	// the units came from.
 	Location string `json:"location,omitempty"`
 	Split    *bool  `json:"split,omitempty"`
+}
+
+// String shows a line as {SKU quantity}, with its location and split when
+// set: how logs and tests print an order's merged items.
+func (it Item) String() string {
+	s := "{" + it.SKU + " " + strconv.Itoa(it.Quantity)
+	if it.Location != "" {
+		s += " @" + it.Location
+	}
+	if it.Split != nil {
+		s += " split=" + strconv.FormatBool(*it.Split)
+	}
+	return s + "}"
 }
 
 // Status is the state of an order.

@@ -43,6 +43,9 @@ type Reservation struct {
 	OrderID   string     `json:"order_id,omitempty"`
 	ClientID  string     `json:"client_id,omitempty"`
 	Customer  string     `json:"customer,omitempty"`
+	// Allocations is where the held units of SKUs stocked in a location
+	// other than the default are, as an order's.
+	Allocations []Allocation `json:"allocations,omitempty"`
 }
 
 // HoldRequest is a hold as a client asks for it. A zero TTL is DefaultHoldTTL.

@@ -21,6 +21,10 @@ import (
 // Hold sets stock aside for req.TTL: all of it or nothing.
 func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held, error) {
 	items, err := orders.Normalize(req.Items)
+	var demands []orders.Demand
+	if err == nil {
+		demands, err = orders.DemandsOf(req.Items)
+	}
 	if err == nil {
 		err = orders.ValidateTTL("ttl", req.TTL, s.cfg.MaxHoldTTL)
 	}
@@ -40,7 +44,8 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	p := orders.Placement{MaxHeld: orders.CallerOf(ctx).MaxUnitsHeldPerSKU,
 		Order: orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond),
 			ClientID: orders.CallerOf(ctx).ClientID, Customer: req.Customer},
-		Hold: h, Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf(withCustomer([]string{"hold", ttl.String(), hashOf(itemParts(items)...)}, req.Customer)...),
+		Demands: demands, Hold: h, Key: scopedKey(ctx, req.IdempotencyKey),
+		Hash: hashOf(withCustomer([]string{"hold", ttl.String(), hashOf(append(itemParts(items), orders.DemandParts(demands)...)...)}, req.Customer)...),
 	}
 	r := s.placer.place(ctx, p)
 	switch {
@@ -52,7 +57,8 @@ func (s *Service) Hold(ctx context.Context, req orders.HoldRequest) (orders.Held
 	}
 	s.obs.HoldPlaced()
 	return orders.Held{Reservation: orders.Reservation{ID: p.Order.ID, Status: orders.HoldHeld, Items: items,
-		CreatedAt: p.Order.CreatedAt, ExpiresAt: h.ExpiresAt, ClientID: p.Order.ClientID, Customer: p.Order.Customer}}, nil
+		CreatedAt: p.Order.CreatedAt, ExpiresAt: h.ExpiresAt, ClientID: p.Order.ClientID, Customer: p.Order.Customer,
+		Allocations: r.placed.Allocations}}, nil
 }
 
 // Reservation returns one hold.

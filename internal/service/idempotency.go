@@ -191,13 +191,17 @@ func replayOf(r result, hash string, first orders.Placement) result {
 // short, and replays the record when its key was written meanwhile.
 func (s *Service) commitOne(ctx context.Context, p orders.Placement, g orders.Grant) result {
 	err := s.fenced(ctx, g, func(fences orders.Fences) error {
-		_, err := s.store.Commit(ctx, orders.Batch{Placed: []orders.Placement{p}}, fences)
+		placed := []orders.Placement{p}
+		_, err := s.store.Commit(ctx, orders.Batch{Placed: placed}, fences)
+		p.Order.Allocations = placed[0].Order.Allocations // where its units came from, set by the store
 		return err
 	})
 	var short *orders.InsufficientStockError
 	switch {
 	case err == nil:
 		return result{placed: &p.Order}
+	case errors.Is(err, orders.ErrUnknownLocation): // not recorded: a retry is decided anew
+		return result{err: err}
 	case errors.As(err, &short):
 		return s.refuse(ctx, p, short)
 	case isCapped(err): // not recorded: a retry is decided anew

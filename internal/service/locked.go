@@ -307,13 +307,13 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 		}
 		d = decide(ps, live, st.available, caps)
 	}
-	after, err := s.commit(ctx, ps, d, e, g)
+	after, err := s.commitAllocated(ctx, ps, &d, e, g)
 	if errors.Is(err, orders.ErrInsufficientStock) && !st.fromDB { // the cache was wrong
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
 		d = decide(ps, live, st.available, caps)
-		after, err = s.commit(ctx, ps, d, e, g)
+		after, err = s.commitAllocated(ctx, ps, &d, e, g)
 	}
 	if isCapped(err) {
 		// The database refused a counter past its cap that the counters read
@@ -327,7 +327,7 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 			return err
 		}
 		d = decide(ps, live, st.available, caps)
-		after, err = s.commit(ctx, ps, d, e, g)
+		after, err = s.commitAllocated(ctx, ps, &d, e, g)
 	}
 	switch {
 	case err == nil:
@@ -364,11 +364,39 @@ func union(a, b []string) []string {
 }
 
 // decision is which placements of a batch go through, and what the others
-// lacked: stock (short), or room under a cap (capped).
+// lacked: stock (short), or room under a cap (capped); or what else refused
+// them, not recorded under their keys (refused: a location that does not
+// exist).
 type decision struct {
-	placed []int
-	short  map[int]*orders.InsufficientStockError
-	capped map[int]*orders.CapError
+	placed  []int
+	short   map[int]*orders.InsufficientStockError
+	capped  map[int]*orders.CapError
+	refused map[int]error
+}
+
+// commitAllocated is commit, with the placements the store could not
+// allocate over their SKUs' locations (a *PlacementError: the write failed
+// whole) taken out of d, one at a time, and the rest written again: at most
+// once per placement.
+func (s *Service) commitAllocated(ctx context.Context, ps []orders.Placement, d *decision, e *endingSet, g orders.Grant) (map[string]int64, error) {
+	for {
+		after, err := s.commit(ctx, ps, *d, e, g)
+		var pe *orders.PlacementError
+		if !errors.As(err, &pe) || pe.Index < 0 || pe.Index >= len(d.placed) {
+			return after, err
+		}
+		i := d.placed[pe.Index]
+		d.placed = slices.Delete(slices.Clone(d.placed), pe.Index, pe.Index+1)
+		var short *orders.InsufficientStockError
+		if errors.As(pe.Err, &short) {
+			d.short[i] = short
+		} else {
+			if d.refused == nil {
+				d.refused = map[int]error{}
+			}
+			d.refused[i] = pe.Err
+		}
+	}
 }
 
 // decide takes the live placements in arrival order against available and,
@@ -417,6 +445,9 @@ func (d decision) answer(ps []orders.Placement, rs []result) {
 	for i, refusal := range d.capped {
 		rs[i] = result{err: refusal}
 	}
+	for i, err := range d.refused {
+		rs[i] = result{err: err}
+	}
 }
 
 // commit writes a decision: the orders placed, and the refusals under their
@@ -427,6 +458,11 @@ func (s *Service) commit(ctx context.Context, ps []orders.Placement, d decision,
 	for _, i := range d.placed {
 		b.Placed = append(b.Placed, ps[i])
 	}
+	defer func() { // where their units came from, set by the store
+		for k, i := range d.placed {
+			ps[i].Order.Allocations = b.Placed[k].Order.Allocations
+		}
+	}()
 	for i, short := range d.short {
 		if p := ps[i]; p.Key != "" {
 			p.Short = short.SKUs

@@ -203,6 +203,10 @@ func withDefaults(cfg Config) Config {
 // Place places an order: all of it or nothing.
 func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Placed, error) {
 	items, err := orders.Normalize(req.Items)
+	var demands []orders.Demand
+	if err == nil {
+		demands, err = orders.DemandsOf(req.Items)
+	}
 	if err == nil {
 		err = orders.ValidateCustomer(req.Customer)
 	}
@@ -217,8 +221,8 @@ func (s *Service) Place(ctx context.Context, req orders.PlaceRequest) (orders.Pl
 	caller := orders.CallerOf(ctx)
 	o := orders.Order{ID: newID(now), Status: orders.StatusPlaced, Items: items, CreatedAt: now.UTC().Truncate(time.Millisecond),
 		ClientID: caller.ClientID, Customer: req.Customer}
-	r := s.placer.place(ctx, orders.Placement{Order: o, Key: scopedKey(ctx, req.IdempotencyKey),
-		Hash: hashOf(withCustomer(itemParts(items), req.Customer)...)})
+	r := s.placer.place(ctx, orders.Placement{Order: o, Demands: demands, Key: scopedKey(ctx, req.IdempotencyKey),
+		Hash: hashOf(withCustomer(append(itemParts(items), orders.DemandParts(demands)...), req.Customer)...)})
 	switch {
 	case r.err != nil:
 		s.refused(r.err)

@@ -1,0 +1,238 @@
+package gormstore
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/stockguard/internal/orders"
+)
+
+// A write's locations (writeChanges, changes.go). After its guarded update
+// of each SKU's row, which returns the number of the SKU's location rows,
+// the SKUs stocked in more than the default location ("located") have their
+// placements allocated over their locations, in the batch's order, and the
+// rows of the locations concerned changed by the sum of the placements' and
+// the endings' changes, in (SKU, location) order. The endings give each unit
+// back to the location it came from (allocations), and a confirm sells what
+// the hold held where it held it. A write of SKUs none of which is located
+// reads and writes nothing here, but the holds' allocations when it ends
+// holds.
+
+// skuLoc is one SKU in one location.
+type skuLoc struct{ sku, location string }
+
+// allocationsOf reads the allocations of orders or holds (owners), by owner,
+// each owner's in (SKU, location) order.
+func allocationsOf(tx *gorm.DB, owners []string) (map[string][]allocationRow, error) {
+	var rows []allocationRow
+	if err := tx.Where("owner_id IN ?", owners).Order("owner_id, sku, location").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[string][]allocationRow, len(owners))
+	for _, r := range rows {
+		out[r.Owner] = append(out[r.Owner], r)
+	}
+	return out, nil
+}
+
+// from is where an owner's units of sku came from: its allocations, or all
+// of quantity from the default location when it has none (placed before the
+// SKU was located).
+func from(allocs []allocationRow, owner, sku string, quantity int64) []allocationRow {
+	var out []allocationRow
+	for _, a := range allocs {
+		if a.SKU == sku {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = []allocationRow{{Owner: owner, SKU: sku, Location: orders.DefaultLocation, Quantity: quantity}}
+	}
+	return out
+}
+
+// addAt adds d to what the write changes of sku in location.
+func (w *endings) addAt(sku, location string, d delta) {
+	if w.loc == nil {
+		w.loc = map[skuLoc]delta{}
+	}
+	k := skuLoc{sku, location}
+	t := w.loc[k]
+	t.available += d.available
+	t.reserved += d.reserved
+	t.sold += d.sold
+	t.stocked += d.stocked
+	w.loc[k] = t
+}
+
+// giveBackAt records a hold's line given back (released, expired, or the
+// part of a confirm left out), location by location.
+func (w *endings) giveBackAt(holdID, sku string, quantity int64) {
+	left := quantity
+	for _, a := range from(w.allocs[holdID], holdID, sku, quantity) {
+		q := min(left, a.Quantity)
+		w.addAt(sku, a.Location, delta{available: q, reserved: -q})
+		left -= q
+	}
+}
+
+// confirmAt records a confirm of n units of a hold's line of quantity: n
+// sold where they were held, taken from the hold's locations in location
+// order, the rest given back; the new order's allocations when the hold had
+// some.
+func (w *endings) confirmAt(holdID, orderID, sku string, quantity, n int64) []orders.Allocation {
+	held := w.allocs[holdID]
+	var out []orders.Allocation
+	for _, a := range from(held, holdID, sku, quantity) {
+		sold := min(n, a.Quantity)
+		n -= sold
+		w.addAt(sku, a.Location, delta{available: a.Quantity - sold, reserved: -a.Quantity, sold: sold})
+		if sold > 0 && len(held) > 0 {
+			out = append(out, orders.Allocation{SKU: sku, Location: a.Location, Quantity: sold})
+			w.rows.allocations = append(w.rows.allocations, allocationRow{Owner: orderID, SKU: sku, Location: a.Location, Quantity: sold})
+		}
+	}
+	return out
+}
+
+// allocateAndShift allocates the placements' lines of the located SKUs
+// (their rows' locations > 0, after: the SKUs' rows after the write's
+// update), records where each unit came from, and changes the locations'
+// rows. A placement that cannot be allocated fails the write with a
+// *PlacementError naming it.
+func (w *endings) allocateAndShift(ps []orders.Placement, after map[string]skuRow) error {
+	located := map[string]bool{}
+	for sku, r := range after {
+		if r.Locations > 0 {
+			located[sku] = true
+		}
+	}
+	if err := w.checkUnlocated(ps, located); err != nil {
+		return err
+	}
+	if len(located) == 0 {
+		return nil
+	}
+	levels, err := levelsOf(w.tx, slices.Sorted(maps.Keys(located)))
+	if err != nil {
+		return err
+	}
+	avail := map[string][]orders.Level{}
+	for sku, rows := range levels {
+		for _, r := range rows {
+			avail[sku] = append(avail[sku], orders.Level{Location: r.Location, Priority: r.Priority, Active: r.Active, Available: r.Available})
+		}
+	}
+	for i := range ps {
+		if err := w.allocatePlacement(i, &ps[i], located, avail); err != nil {
+			return err
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(w.loc), func(a, b skuLoc) int {
+		return cmp.Or(strings.Compare(a.sku, b.sku), strings.Compare(a.location, b.location))
+	})
+	for _, k := range keys {
+		d := w.loc[k]
+		if !located[k.sku] || d == (delta{}) {
+			continue // an unlocated SKU's default location is its own row
+		}
+		ok, err := shiftLocation(w.tx, k.sku, k.location, d)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &orders.InsufficientStockError{SKUs: []string{k.sku}}
+		}
+	}
+	return nil
+}
+
+// demandsOf are what a placement asks of sku: its lines as sent, or the
+// merged line, splittable, when none named a location or refused a split.
+func demandsOf(p *orders.Placement, sku string, quantity int64) []orders.Demand {
+	if p.Demands == nil {
+		return []orders.Demand{{SKU: sku, Quantity: quantity}}
+	}
+	var out []orders.Demand
+	for _, d := range p.Demands {
+		if d.SKU == sku {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// allocatePlacement allocates placement i's lines of located SKUs from
+// avail (changing it).
+func (w *endings) allocatePlacement(i int, p *orders.Placement, located map[string]bool, avail map[string][]orders.Level) error {
+	o := &p.Order
+	o.Allocations = nil
+	for _, it := range o.Items {
+		if !located[it.SKU] {
+			continue
+		}
+		demands := demandsOf(p, it.SKU, int64(it.Quantity))
+		got, ok := orders.Allocate(avail[it.SKU], demands, w.store.allocation)
+		if !ok {
+			for _, d := range demands {
+				if d.Location == "" || slices.ContainsFunc(avail[it.SKU], func(l orders.Level) bool { return l.Location == d.Location }) {
+					continue
+				}
+				if err := knownLocation(w.tx, d.Location); err != nil {
+					return &orders.PlacementError{Index: i, Err: err}
+				}
+			}
+			var have int64
+			for _, l := range avail[it.SKU] {
+				if l.Active {
+					have += l.Available
+				}
+			}
+			return &orders.PlacementError{Index: i, Err: &orders.InsufficientStockError{SKUs: []string{it.SKU},
+				Available: map[string]int64{it.SKU: have}}}
+		}
+		for _, a := range got {
+			a.SKU = it.SKU
+			o.Allocations = append(o.Allocations, a)
+			w.rows.allocations = append(w.rows.allocations, allocationRow{Owner: o.ID, SKU: it.SKU, Location: a.Location, Quantity: a.Quantity})
+			if p.Hold != nil {
+				w.addAt(it.SKU, a.Location, delta{available: -a.Quantity, reserved: a.Quantity})
+			} else {
+				w.addAt(it.SKU, a.Location, delta{available: -a.Quantity, sold: a.Quantity})
+			}
+		}
+	}
+	return nil
+}
+
+// checkUnlocated refuses a placement's line that names a location other
+// than the default for a SKU that is stocked in the default location only:
+// the location has none of it (or does not exist).
+func (w *endings) checkUnlocated(ps []orders.Placement, located map[string]bool) error {
+	for i, p := range ps {
+		for _, d := range p.Demands {
+			if located[d.SKU] || d.Location == "" || d.Location == orders.DefaultLocation {
+				continue
+			}
+			if err := knownLocation(w.tx, d.Location); err != nil {
+				return &orders.PlacementError{Index: i, Err: err}
+			}
+			return &orders.PlacementError{Index: i, Err: &orders.InsufficientStockError{SKUs: []string{d.SKU},
+				Available: map[string]int64{d.SKU: 0}}}
+		}
+	}
+	return nil
+}
+
+// allocationsIn are allocation rows in the domain's words (nil for none).
+func allocationsIn(rows []allocationRow) []orders.Allocation {
+	var out []orders.Allocation
+	for _, r := range rows {
+		out = append(out, orders.Allocation{SKU: r.SKU, Location: r.Location, Quantity: r.Quantity})
+	}
+	return out
+}
