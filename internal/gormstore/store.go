@@ -274,7 +274,15 @@ func (s *Store) Audit(ctx context.Context, deep bool, grace time.Duration) (orde
 		if err != nil {
 			return err
 		}
-		a = orders.NewAudit(st, rc).WithHolds(h).WithCaps(c)
+		var locs []levelRow
+		if err := tx.Raw("SELECT sku, location, available, reserved, sold, stocked FROM sku_locations ORDER BY sku, location").Scan(&locs).Error; err != nil {
+			return err
+		}
+		byLoc := map[string][]orders.LocationStock{}
+		for _, l := range locs {
+			byLoc[l.SKU] = append(byLoc[l.SKU], l.stock())
+		}
+		a = orders.NewAudit(st, rc).WithLocations(byLoc).WithHolds(h).WithCaps(c)
 		return nil
 	}, opts)
 	return a, unavailable("audit", err)

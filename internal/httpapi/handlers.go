@@ -19,6 +19,10 @@ import (
 type itemRequest struct {
 	SKU      string `json:"sku"`
 	Quantity number `json:"quantity"`
+	// Location: the one location the line's units must come from; Split
+	// false: allocate it in one location.
+	Location *string `json:"location"`
+	Split    *bool   `json:"split"`
 }
 
 type placeOrderRequest struct {
@@ -124,7 +128,13 @@ func idempotencyKey(c *gin.Context) (string, error) {
 func (r placeOrderRequest) items() []orders.Item {
 	items := make([]orders.Item, len(r.Items))
 	for i, it := range r.Items {
-		items[i] = orders.Item{SKU: it.SKU, Quantity: int(quantity(it.Quantity, orders.MaxQuantity))}
+		items[i] = orders.Item{SKU: it.SKU, Quantity: int(quantity(it.Quantity, orders.MaxQuantity)), Split: it.Split}
+		if it.Location != nil {
+			items[i].Location = *it.Location
+			if items[i].Location == "" {
+				items[i].Location = "-" // sent empty: not an id, refused by validation
+			}
+		}
 	}
 	return items
 }

@@ -47,6 +47,10 @@ type Stock interface {
 	SKUs(ctx context.Context, after string, limit int) ([]orders.Stock, bool, error)
 	RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error)
 	SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error)
+	// The same for one location, and transfers between locations.
+	SetLocationStock(ctx context.Context, sku, location string, set orders.StockSet) (orders.Stock, bool, error)
+	RestockLocation(ctx context.Context, sku, location string, quantity int64, key string) (orders.Stocked, error)
+	Transfer(ctx context.Context, sku string, t orders.Transfer, key string) (orders.Stocked, error)
 }
 
 // Auditor checks the invariants on demand (GET /v1/audit).

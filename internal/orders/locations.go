@@ -312,3 +312,40 @@ func DemandParts(ds []Demand) []string {
 	}
 	return out
 }
+
+// WithLocations adds I1 per location to an audit, for the SKUs stocked in
+// more than the default location (locs, by SKU): each location's counters
+// hold I1 on their own (stocked == available + reserved + sold, neither
+// available nor reserved negative, nothing oversold), and the SKU's are
+// their sums. A SKU's oversold counts what its locations oversold, when
+// more than the SKU's own.
+func (a Audit) WithLocations(locs map[string][]LocationStock) Audit {
+	a.Oversold = 0
+	a.Consistent = true
+	for i := range a.SKUs {
+		sa := &a.SKUs[i]
+		if ls, ok := locs[sa.SKU]; ok {
+			sa.Locations = ls
+			var sum LocationStock
+			var oversold int64
+			for _, l := range ls {
+				sum.Available += l.Available
+				sum.Held += l.Held
+				sum.Sold += l.Sold
+				sum.Stocked += l.Stocked
+				oversold += max(0, l.Sold+l.Held-l.Stocked)
+				if l.Stocked != l.Available+l.Held+l.Sold || l.Available < 0 || l.Held < 0 {
+					sa.Consistent = false
+				}
+			}
+			if sum.Available != sa.Available || sum.Held != sa.Held || sum.Sold != sa.Sold || sum.Stocked != sa.Stocked {
+				sa.Consistent = false
+			}
+			sa.Oversold = max(sa.Oversold, oversold)
+			sa.Consistent = sa.Consistent && sa.Oversold == 0
+		}
+		a.Oversold += sa.Oversold
+		a.Consistent = a.Consistent && sa.Consistent
+	}
+	return a
+}

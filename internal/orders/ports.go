@@ -98,6 +98,20 @@ type Store interface {
 	// Expired lists up to limit holds past their expiry and not yet swept, the
 	// earliest first.
 	Expired(ctx context.Context, limit int) ([]Reservation, error)
+	// StockLocations reads a SKU's counts per location; none while all its
+	// stock is in the default location (its counts are then the SKU's).
+	StockLocations(ctx context.Context, sku string) ([]LocationStock, error)
+	// SetLocationStock and RestockLocation are SetStock and RestockOnce for
+	// one location (ErrUnknownLocation when it does not exist): the SKU's
+	// counters and the location's change together, fenced. A set with
+	// ExpectedAvailable other than the location's available fails with a
+	// *StaleQuantityError and changes nothing.
+	SetLocationStock(ctx context.Context, sku, location string, set StockSet, fence int64) (Stock, bool, error)
+	RestockLocation(ctx context.Context, sku, location string, quantity, fence int64, k Keyed) (Stock, bool, error)
+	// Transfer moves available units between two locations of a SKU, fenced,
+	// never more than from has (an *InsufficientStockError), with k's record
+	// in the same transaction.
+	Transfer(ctx context.Context, sku string, t Transfer, fence int64, k Keyed) (Stock, error)
 	// Audit checks I1 on every SKU's counters (and, when deep, against their
 	// recount from the history), I6 on the holds (held past their expiry plus
 	// grace, on the database's clock), I9 on the caps' counters (never past

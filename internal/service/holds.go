@@ -89,6 +89,12 @@ func (s *Service) Confirm(ctx context.Context, req orders.ConfirmRequest) (order
 		if items, err = orders.Normalize(req.Items); err != nil {
 			return orders.Placed{}, err
 		}
+		for i, it := range req.Items {
+			if it.Location != "" || it.Split != nil {
+				return orders.Placed{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: fmt.Sprintf("items[%d]", i),
+					Message: "a confirm sells what the hold holds where it holds it: no location or split"}}}
+			}
+		}
 	}
 	k := orders.Keyed{Key: scopedKey(ctx, req.IdempotencyKey), Hash: hashOf("confirm", req.ID, hashOf(itemParts(items)...))}
 	owner := orders.CallerOf(ctx).Owner()

@@ -457,7 +457,11 @@ func (s *Service) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 	if !orders.ValidSKU(sku) {
 		return orders.Stock{}, &orders.ValidationError{Fields: []orders.FieldError{{Field: "sku", Message: "must match ^[A-Za-z0-9._-]{1,64}$"}}}
 	}
-	return s.store.Stock(ctx, sku)
+	st, err := s.store.Stock(ctx, sku)
+	if err != nil {
+		return orders.Stock{}, err
+	}
+	return s.withLocations(ctx, st)
 }
 
 // Audit checks I1 for every SKU on its counters, and I6 on the holds; a deep

@@ -38,6 +38,90 @@ func (_m *Stock) EXPECT() *Stock_Expecter {
 	return &Stock_Expecter{mock: &_m.Mock}
 }
 
+// RestockLocation provides a mock function for the type Stock
+func (_mock *Stock) RestockLocation(ctx context.Context, sku string, location string, quantity int64, key string) (orders.Stocked, error) {
+	ret := _mock.Called(ctx, sku, location, quantity, key)
+
+	if len(ret) == 0 {
+		panic("no return value specified for RestockLocation")
+	}
+
+	var r0 orders.Stocked
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string, int64, string) (orders.Stocked, error)); ok {
+		return returnFunc(ctx, sku, location, quantity, key)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string, int64, string) orders.Stocked); ok {
+		r0 = returnFunc(ctx, sku, location, quantity, key)
+	} else {
+		r0 = ret.Get(0).(orders.Stocked)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, string, int64, string) error); ok {
+		r1 = returnFunc(ctx, sku, location, quantity, key)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Stock_RestockLocation_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'RestockLocation'
+type Stock_RestockLocation_Call struct {
+	*mock.Call
+}
+
+// RestockLocation is a helper method to define mock.On call
+//   - ctx context.Context
+//   - sku string
+//   - location string
+//   - quantity int64
+//   - key string
+func (_e *Stock_Expecter) RestockLocation(ctx interface{}, sku interface{}, location interface{}, quantity interface{}, key interface{}) *Stock_RestockLocation_Call {
+	return &Stock_RestockLocation_Call{Call: _e.mock.On("RestockLocation", ctx, sku, location, quantity, key)}
+}
+
+func (_c *Stock_RestockLocation_Call) Run(run func(ctx context.Context, sku string, location string, quantity int64, key string)) *Stock_RestockLocation_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 string
+		if args[2] != nil {
+			arg2 = args[2].(string)
+		}
+		var arg3 int64
+		if args[3] != nil {
+			arg3 = args[3].(int64)
+		}
+		var arg4 string
+		if args[4] != nil {
+			arg4 = args[4].(string)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+			arg3,
+			arg4,
+		)
+	})
+	return _c
+}
+
+func (_c *Stock_RestockLocation_Call) Return(stocked orders.Stocked, err error) *Stock_RestockLocation_Call {
+	_c.Call.Return(stocked, err)
+	return _c
+}
+
+func (_c *Stock_RestockLocation_Call) RunAndReturn(run func(ctx context.Context, sku string, location string, quantity int64, key string) (orders.Stocked, error)) *Stock_RestockLocation_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // RestockOnce provides a mock function for the type Stock
 func (_mock *Stock) RestockOnce(ctx context.Context, sku string, quantity int64, key string) (orders.Stocked, error) {
 	ret := _mock.Called(ctx, sku, quantity, key)
@@ -196,6 +280,90 @@ func (_c *Stock_SKUs_Call) RunAndReturn(run func(ctx context.Context, after stri
 	return _c
 }
 
+// SetLocationStock provides a mock function for the type Stock
+func (_mock *Stock) SetLocationStock(ctx context.Context, sku string, location string, set orders.StockSet) (orders.Stock, bool, error) {
+	ret := _mock.Called(ctx, sku, location, set)
+
+	if len(ret) == 0 {
+		panic("no return value specified for SetLocationStock")
+	}
+
+	var r0 orders.Stock
+	var r1 bool
+	var r2 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string, orders.StockSet) (orders.Stock, bool, error)); ok {
+		return returnFunc(ctx, sku, location, set)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, string, orders.StockSet) orders.Stock); ok {
+		r0 = returnFunc(ctx, sku, location, set)
+	} else {
+		r0 = ret.Get(0).(orders.Stock)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, string, orders.StockSet) bool); ok {
+		r1 = returnFunc(ctx, sku, location, set)
+	} else {
+		r1 = ret.Get(1).(bool)
+	}
+	if returnFunc, ok := ret.Get(2).(func(context.Context, string, string, orders.StockSet) error); ok {
+		r2 = returnFunc(ctx, sku, location, set)
+	} else {
+		r2 = ret.Error(2)
+	}
+	return r0, r1, r2
+}
+
+// Stock_SetLocationStock_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'SetLocationStock'
+type Stock_SetLocationStock_Call struct {
+	*mock.Call
+}
+
+// SetLocationStock is a helper method to define mock.On call
+//   - ctx context.Context
+//   - sku string
+//   - location string
+//   - set orders.StockSet
+func (_e *Stock_Expecter) SetLocationStock(ctx interface{}, sku interface{}, location interface{}, set interface{}) *Stock_SetLocationStock_Call {
+	return &Stock_SetLocationStock_Call{Call: _e.mock.On("SetLocationStock", ctx, sku, location, set)}
+}
+
+func (_c *Stock_SetLocationStock_Call) Run(run func(ctx context.Context, sku string, location string, set orders.StockSet)) *Stock_SetLocationStock_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 string
+		if args[2] != nil {
+			arg2 = args[2].(string)
+		}
+		var arg3 orders.StockSet
+		if args[3] != nil {
+			arg3 = args[3].(orders.StockSet)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+			arg3,
+		)
+	})
+	return _c
+}
+
+func (_c *Stock_SetLocationStock_Call) Return(stock orders.Stock, b bool, err error) *Stock_SetLocationStock_Call {
+	_c.Call.Return(stock, b, err)
+	return _c
+}
+
+func (_c *Stock_SetLocationStock_Call) RunAndReturn(run func(ctx context.Context, sku string, location string, set orders.StockSet) (orders.Stock, bool, error)) *Stock_SetLocationStock_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // SetStock provides a mock function for the type Stock
 func (_mock *Stock) SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error) {
 	ret := _mock.Called(ctx, sku, set)
@@ -336,6 +504,84 @@ func (_c *Stock_Stock_Call) Return(stock orders.Stock, err error) *Stock_Stock_C
 }
 
 func (_c *Stock_Stock_Call) RunAndReturn(run func(ctx context.Context, sku string) (orders.Stock, error)) *Stock_Stock_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// Transfer provides a mock function for the type Stock
+func (_mock *Stock) Transfer(ctx context.Context, sku string, t orders.Transfer, key string) (orders.Stocked, error) {
+	ret := _mock.Called(ctx, sku, t, key)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Transfer")
+	}
+
+	var r0 orders.Stocked
+	var r1 error
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, orders.Transfer, string) (orders.Stocked, error)); ok {
+		return returnFunc(ctx, sku, t, key)
+	}
+	if returnFunc, ok := ret.Get(0).(func(context.Context, string, orders.Transfer, string) orders.Stocked); ok {
+		r0 = returnFunc(ctx, sku, t, key)
+	} else {
+		r0 = ret.Get(0).(orders.Stocked)
+	}
+	if returnFunc, ok := ret.Get(1).(func(context.Context, string, orders.Transfer, string) error); ok {
+		r1 = returnFunc(ctx, sku, t, key)
+	} else {
+		r1 = ret.Error(1)
+	}
+	return r0, r1
+}
+
+// Stock_Transfer_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Transfer'
+type Stock_Transfer_Call struct {
+	*mock.Call
+}
+
+// Transfer is a helper method to define mock.On call
+//   - ctx context.Context
+//   - sku string
+//   - t orders.Transfer
+//   - key string
+func (_e *Stock_Expecter) Transfer(ctx interface{}, sku interface{}, t interface{}, key interface{}) *Stock_Transfer_Call {
+	return &Stock_Transfer_Call{Call: _e.mock.On("Transfer", ctx, sku, t, key)}
+}
+
+func (_c *Stock_Transfer_Call) Run(run func(ctx context.Context, sku string, t orders.Transfer, key string)) *Stock_Transfer_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		var arg0 context.Context
+		if args[0] != nil {
+			arg0 = args[0].(context.Context)
+		}
+		var arg1 string
+		if args[1] != nil {
+			arg1 = args[1].(string)
+		}
+		var arg2 orders.Transfer
+		if args[2] != nil {
+			arg2 = args[2].(orders.Transfer)
+		}
+		var arg3 string
+		if args[3] != nil {
+			arg3 = args[3].(string)
+		}
+		run(
+			arg0,
+			arg1,
+			arg2,
+			arg3,
+		)
+	})
+	return _c
+}
+
+func (_c *Stock_Transfer_Call) Return(stocked orders.Stocked, err error) *Stock_Transfer_Call {
+	_c.Call.Return(stocked, err)
+	return _c
+}
+
+func (_c *Stock_Transfer_Call) RunAndReturn(run func(ctx context.Context, sku string, t orders.Transfer, key string) (orders.Stocked, error)) *Stock_Transfer_Call {
 	_c.Call.Return(run)
 	return _c
 }
