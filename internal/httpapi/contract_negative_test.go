@@ -821,6 +821,28 @@ func (s *acceptingStore) SetStock(_ context.Context, sku string, _ orders.StockS
 	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, false, nil
 }
 
+func (s *acceptingStore) StockLocations(context.Context, string) ([]orders.LocationStock, error) {
+	return nil, nil
+}
+
+func (s *acceptingStore) SetLocationStock(_ context.Context, sku, location string, _ orders.StockSet, _ int64) (orders.Stock, bool, error) {
+	s.writes.Add(1)
+	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000,
+		Locations: []orders.LocationStock{{Location: location, Available: 1000, Stocked: 1000}}}, false, nil
+}
+
+func (s *acceptingStore) RestockLocation(_ context.Context, sku, location string, _, _ int64, _ orders.Keyed) (orders.Stock, bool, error) {
+	s.writes.Add(1)
+	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000,
+		Locations: []orders.LocationStock{{Location: location, Available: 1000, Stocked: 1000}}}, false, nil
+}
+
+func (s *acceptingStore) Transfer(_ context.Context, sku string, t orders.Transfer, _ int64, _ orders.Keyed) (orders.Stock, error) {
+	s.writes.Add(1)
+	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000,
+		Locations: []orders.LocationStock{{Location: t.From, Available: 500, Stocked: 500}, {Location: t.To, Available: 500, Stocked: 500}}}, nil
+}
+
 func (s *acceptingStore) Order(_ context.Context, id string) (orders.Order, error) {
 	return s.order(id), nil
 }
