@@ -39,10 +39,10 @@ type locationPatch struct {
 	Active   *bool   `json:"active"`
 }
 
-// priority reads a priority: nil when left out; a field error when it is
+// readPriority reads a priority: nil when left out; a field error when it is
 // not an integer (a fraction, or past int64), with a value that stands for
 // it given.
-func priority(n *number) (*int64, []orders.FieldError) {
+func readPriority(n *number) (*int64, []orders.FieldError) {
 	if n == nil {
 		return nil, nil
 	}
@@ -53,9 +53,9 @@ func priority(n *number) (*int64, []orders.FieldError) {
 	return &v, nil
 }
 
-// invalid joins the fields the handler refused with those of the domain's
+// joinInvalid joins the fields the handler refused with those of the domain's
 // validation: nil when there are none.
-func invalid(fields []orders.FieldError, err error) error {
+func joinInvalid(fields []orders.FieldError, err error) error {
 	var v *orders.ValidationError
 	if errors.As(err, &v) {
 		fields = append(fields, v.Fields...)
@@ -82,11 +82,11 @@ func (s *server) createLocation(c *gin.Context) {
 	if req.Active != nil {
 		l.Active = *req.Active
 	}
-	prio, fields := priority(req.Priority)
+	prio, fields := readPriority(req.Priority)
 	if prio != nil {
 		l.Priority = *prio
 	}
-	if err := invalid(fields, orders.ValidateLocation(l)); err != nil {
+	if err := joinInvalid(fields, orders.ValidateLocation(l)); err != nil {
 		s.problem(c, err)
 		return
 	}
@@ -121,9 +121,9 @@ func (s *server) patchLocation(c *gin.Context) {
 		s.problem(c, err)
 		return
 	}
-	prio, fields := priority(req.Priority)
+	prio, fields := readPriority(req.Priority)
 	p := orders.LocationPatch{Name: req.Name, Priority: prio, Active: req.Active}
-	if err := invalid(fields, orders.CheckPatchOf(c.Param("id"), p)); err != nil {
+	if err := joinInvalid(fields, orders.CheckPatchOf(c.Param("id"), p)); err != nil {
 		s.problem(c, err)
 		return
 	}

@@ -80,8 +80,8 @@ type LocationStore interface {
 }
 
 // CheckPatchOf checks a change of the location id: ValidatePatch's rules,
-// and the default location stays active (an order or hold that names no
-// location is allocated there when no other has stock).
+// and the default location stays active (every SKU's stock outside the
+// other locations is counted there, and the order path allocates from it).
 func CheckPatchOf(id string, p LocationPatch) error {
 	var errs []FieldError
 	var invalid *ValidationError
