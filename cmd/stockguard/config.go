@@ -69,6 +69,11 @@ type serveConfig struct {
 	logLevel             string
 	logFormat            string
 	azureConnString      string // AZURE_STORAGE_CONNECTION_STRING, for an azblob:// lock-url; never printed
+
+	// Allocation is --allocation, parsed (orders.ParseAllocation): how
+	// the service allocates an order's or a hold's line that names no
+	// location.
+	Allocation orders.AllocationStrategy
 }
 
 type migrateConfig struct {
@@ -156,6 +161,38 @@ func (e *envFlags) boolean(p *bool, name, env string, help string, deflt ...bool
 	e.fs.BoolVar(p, name, def, help+e.env(name, env))
 }
 
+// allocation is an orders.AllocationStrategy flag: a value
+// orders.ParseAllocation refuses is refused with the flags, or, from the
+// environment, named with its variable.
+func (e *envFlags) allocation(p *orders.AllocationStrategy, name, env string, def orders.AllocationStrategy, help string) {
+	*p = def
+	if v := e.getenv(env); v != "" {
+		if err := (allocationValue{p}).Set(v); err != nil {
+			e.errs = append(e.errs, fmt.Errorf("$%s: %w", env, err))
+		}
+	}
+	e.fs.Var(allocationValue{p}, name, help+e.env(name, env))
+}
+
+// allocationValue is the flag.Value of an allocation strategy.
+type allocationValue struct{ p *orders.AllocationStrategy }
+
+func (v allocationValue) String() string {
+	if v.p == nil { // the zero Value flag makes to tell a default apart
+		return ""
+	}
+	return string(*v.p)
+}
+
+func (v allocationValue) Set(s string) error {
+	a, err := orders.ParseAllocation(s)
+	if err != nil {
+		return err
+	}
+	*v.p = a
+	return nil
+}
+
 func newFlags(name string, getenv func(string) string, stderr io.Writer) *envFlags {
 	fs := flag.NewFlagSet("stockguard "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -211,6 +248,7 @@ func serveFlags(c *serveConfig, getenv func(string) string, stderr io.Writer) *e
 	e.str(&c.trustedProxyList, "trusted-proxies", "STOCKGUARD_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of the proxies whose X-Forwarded-For names a request's source (nginx in compose); empty trusts none")
 	e.str(&c.strategy, "strategy", "STOCKGUARD_STRATEGY", string(orders.DefaultStrategy), "how orders are serialized: "+strategyList()+" (unsafe oversells; it needs --allow-oversell)")
 	e.boolean(&c.allowOversell, "allow-oversell", "STOCKGUARD_ALLOW_OVERSELL", "let the unsafe strategy run")
+	e.allocation(&c.Allocation, "allocation", "STOCKGUARD_ALLOCATION", orders.AllocatePriority, "the `strategy` that allocates an order's or a hold's line naming no location: priority (the active locations by priority, the lowest first, then by id) or most-available (the one with the most available first); split over several when one has too few, unless the line says \"split\": false")
 	e.duration(&c.lockTTL, "lock-ttl", "STOCKGUARD_LOCK_TTL", 5*time.Second, "lease of a per-SKU lock; a crashed holder blocks its SKU this long at most")
 	e.duration(&c.lockWait, "lock-wait", "STOCKGUARD_LOCK_WAIT", 2*time.Second, "how long a request waits for a SKU lock before a 503 with Retry-After")
 	e.integer(&c.lockReplicas, "lock-replicas", "STOCKGUARD_LOCK_REPLICAS", 0, "after taking a lock, wait until this many Redis replicas have it (WAIT), so a failover keeps it; 0 does not wait, and no lock is had while fewer replicas are up")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockguard/stockguard/internal/orders"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -67,6 +69,30 @@ func TestWebhookGuardSettings(t *testing.T) {
 	}
 	if _, err := parseServe(nil, env(map[string]string{"STOCKGUARD_WEBHOOK_ALLOW_NETWORKS": "300.0.0.0/8"}), io.Discard); err == nil {
 		t.Fatal("a bad network from the environment was accepted")
+	}
+}
+
+// TestAllocationSetting: --allocation is priority by default, and comes
+// from its flag, then its variable, parsed into the config; a value that
+// is no strategy is refused with the flags, or named with its variable.
+func TestAllocationSetting(t *testing.T) {
+	c, err := parseServe(nil, env(nil), io.Discard)
+	if err != nil || c.Allocation != orders.AllocatePriority {
+		t.Fatalf("default: %q %v", c.Allocation, err)
+	}
+	vars := env(map[string]string{"STOCKGUARD_ALLOCATION": "most-available"})
+	if c, err = parseServe(nil, vars, io.Discard); err != nil || c.Allocation != orders.AllocateMostAvailable {
+		t.Fatalf("from the environment: %q %v", c.Allocation, err)
+	}
+	if c, err = parseServe([]string{"--allocation", "priority"}, vars, io.Discard); err != nil || c.Allocation != orders.AllocatePriority {
+		t.Fatalf("the flag over the environment: %q %v", c.Allocation, err)
+	}
+	if _, err := parseServe([]string{"--allocation", "nearest"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "allocation") {
+		t.Errorf("--allocation nearest: %v", err)
+	}
+	if _, err := parseServe(nil, env(map[string]string{"STOCKGUARD_ALLOCATION": "Priority"}), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "$STOCKGUARD_ALLOCATION") {
+		t.Errorf("$STOCKGUARD_ALLOCATION=Priority: %v", err)
 	}
 }
 

@@ -114,7 +114,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	defer func() { _ = locks.Close() }()
 
-	store := gormstore.New(db, time.Now, cfg.requestTimeout)
+	store := gormstore.New(db, time.Now, cfg.requestTimeout).WithAllocation(cfg.Allocation)
 	// The leases of the jobs that run once per cluster (the sweeper's, and the
 	// events relay's) have a lock client of their own, with metrics of their
 	// own (stockguard_sweeper_lock_*): the replicas that wait for them all the
@@ -149,7 +149,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	}
 	leader := skulock.NewLocker(leases, lockDep)
 	deps := service.Deps{Store: store, Cache: rediscache.NewCache(rdb, keys, time.Hour), Locker: skulock.NewLocker(locks, lockDep),
-		Leader: leader, Observer: obs}
+		Leader: leader, Observer: obs, Locations: store}
 	edeps := events.Deps{Events: store, Stream: stream, Observer: eobs, Leader: leader, Fences: obs,
 		Webhooks: store, Sender: newWebhookSender(cfg.webhookTimeout, guard), Retry: webhook.Policy{For: cfg.webhookRetryFor},
 		Guard: guard}
@@ -206,7 +206,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 	//nolint:contextcheck // gin handlers take their context from the request
 	handler := httpapi.New(httpapi.Config{Auth: authn, Clients: clients, Limiter: limits, TrustedProxies: cfg.trustedProxies(), NoAuth: cfg.insecureNoAuth,
 		RequestTimeout: cfg.requestTimeout, AccessLog: cfg.accessLog},
-		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Feed: evs, Webhooks: evs, Republisher: evs}, ready, apiMetrics, reg, log)
+		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Locations: svc, Feed: evs, Webhooks: evs, Republisher: evs}, ready, apiMetrics, reg, log)
 
 	srv := newHTTPServer(cfg, handler, log)
 	srv.TLSConfig = tlsConfig

@@ -646,12 +646,12 @@ func serve(t *testing.T, r *http.Request) (*httptest.ResponseRecorder, *acceptin
 	st := &acceptingStore{}
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Config{Strategy: orders.StrategyDBAtomic},
-		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}}, log, time.Now)
+		service.Deps{Store: st, Cache: nopCache{}, Locker: directLocker{}, Observer: nopObserver{}, Locations: st}, log, time.Now)
 	ev := events.New(events.Config{}, events.Deps{Events: st, Webhooks: st, Guard: webhook.NewGuard().WithResolver(noLookup{})}, log, time.Now)
 	reg := prometheus.NewRegistry()
 	clients := auth.NewManager(st, auth.Defaults{MaxUnitsHeldPerSKU: 10, RateLimit: orders.RateLimit{PerSecond: 1, Burst: 1}}, nil, nil)
 	h := apitest.Handler(t, httpapi.New(httpapi.Config{AdminToken: token, Clients: clients},
-		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Feed: ev, Webhooks: ev, Republisher: ev}, nil,
+		httpapi.UseCases{Orders: svc, Holds: svc, Stock: svc, Audit: svc, Locations: svc, Feed: ev, Webhooks: ev, Republisher: ev}, nil,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -910,6 +910,28 @@ func (s *acceptingStore) Extend(ctx context.Context, id string, ttl time.Duratio
 func (s *acceptingStore) Reservations(ctx context.Context, _, _ string, _ int) ([]orders.Reservation, error) {
 	r, err := s.Reservation(ctx, "h-listed")
 	return []orders.Reservation{r}, err
+}
+
+// The locations: every one exists, active; writes are counted.
+var _ orders.LocationStore = (*acceptingStore)(nil)
+
+func (s *acceptingStore) CreateLocation(_ context.Context, l orders.Location) (orders.Location, error) {
+	s.writes.Add(1)
+	return l, nil
+}
+
+func (s *acceptingStore) Location(_ context.Context, id string) (orders.Location, error) {
+	return orders.Location{ID: id, Name: "A place", Active: true, CreatedAt: s.now()}, nil
+}
+
+func (s *acceptingStore) Locations(ctx context.Context) ([]orders.Location, error) {
+	l, err := s.Location(ctx, orders.DefaultLocation)
+	return []orders.Location{l}, err
+}
+
+func (s *acceptingStore) PatchLocation(ctx context.Context, id string, _ orders.LocationPatch) (orders.Location, error) {
+	s.writes.Add(1)
+	return s.Location(ctx, id)
 }
 
 // The outbox: Events lists one event, which the feed's answer is checked with;

@@ -49,6 +49,7 @@ var statuses = []struct {
 	{orders.ErrNotFound, http.StatusNotFound, "not-found", "Not found"},
 	{orders.ErrInsufficientStock, http.StatusConflict, "insufficient-stock", "Insufficient stock"},
 	{orders.ErrStaleQuantity, http.StatusConflict, "stale-quantity", "The stock is not what you expected: read it and try again"},
+	{orders.ErrLocationExists, http.StatusConflict, "location-exists", "A location with this id exists"},
 	{orders.ErrHoldQuotaExceeded, http.StatusConflict, "hold-quota-exceeded", "The client holds as many units of this SKU as it may"},
 	{orders.ErrCustomerLimitExceeded, http.StatusConflict, "customer-limit-exceeded", "The customer has as many units of this SKU as it may"},
 	{orders.ErrAlreadyCancelled, http.StatusConflict, "already-cancelled", "Order already cancelled"},

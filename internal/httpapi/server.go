@@ -18,15 +18,17 @@ import (
 
 // UseCases are what the handlers call, one small interface per use case,
 // each declared beside its handlers: Orders, Stock and Auditor here, Holds
-// in holds.go, Feed and Republisher in events.go, Webhooks in webhooks.go.
-// cmd/stockguard gives *service.Service for the first four and
-// *events.Service for the others. A nil Feed, Webhooks or Republisher
-// answers its routes 404: the stock events are turned off.
+// in holds.go, Locations in locations.go, Feed and Republisher in
+// events.go, Webhooks in webhooks.go. cmd/stockguard gives
+// *service.Service for the first five and *events.Service for the others.
+// A nil Feed, Webhooks or Republisher answers its routes 404: the stock
+// events are turned off.
 type UseCases struct {
 	Orders      Orders
 	Holds       Holds
 	Stock       Stock
 	Audit       Auditor
+	Locations   Locations
 	Feed        Feed
 	Webhooks    Webhooks
 	Republisher Republisher
@@ -114,6 +116,8 @@ type server struct {
 	webhooks    Webhooks
 	republisher Republisher
 
+	locations Locations // the locations' use case (locations.go)
+
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
@@ -144,7 +148,7 @@ func New(cfg Config, uc UseCases, deps []Dependency, metrics http.Handler, reg p
 	if uc.Republisher == nil {
 		uc.Republisher = eventsOff{}
 	}
-	s := &server{cfg: cfg, orders: uc.Orders, holds: uc.Holds, stock: uc.Stock, auditor: uc.Audit, feed: uc.Feed, webhooks: uc.Webhooks, republisher: uc.Republisher, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
+	s := &server{cfg: cfg, orders: uc.Orders, holds: uc.Holds, stock: uc.Stock, auditor: uc.Audit, locations: uc.Locations, feed: uc.Feed, webhooks: uc.Webhooks, republisher: uc.Republisher, deps: deps, metrics: metrics, log: log, auth: cfg.Auth, clients: cfg.Clients, limiter: cfg.Limiter,
 		scopes: map[string][]orders.Scope{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "stockguard", Name: "http_requests_total",
 			Help: "HTTP requests by route, method and status."}, []string{"route", "method", "status"}),

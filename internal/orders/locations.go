@@ -2,6 +2,7 @@ package orders
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -16,6 +17,10 @@ const DefaultLocation = "default"
 
 // ErrUnknownLocation is a request that names a location that does not exist.
 var ErrUnknownLocation = errors.New("unknown location")
+
+// ErrLocationExists is the creation of a location whose id is taken: nothing
+// changed (ids are never reused for another place).
+var ErrLocationExists = errors.New("a location with this id exists")
 
 // ErrStaleQuantity is a compare-and-set whose expected quantity is not the
 // stock as it is: nothing changed (see StaleQuantityError).
@@ -57,6 +62,39 @@ type LocationPatch struct {
 	Name     *string
 	Priority *int64
 	Active   *bool
+}
+
+// LocationStore keeps the locations (the admin's; allocation reads them
+// with the stock).
+type LocationStore interface {
+	// CreateLocation stores a new location; an id taken fails it with
+	// ErrLocationExists.
+	CreateLocation(ctx context.Context, l Location) (Location, error)
+	// Location reads one location (ErrNotFound when none has id).
+	Location(ctx context.Context, id string) (Location, error)
+	// Locations lists every location, by priority then id.
+	Locations(ctx context.Context) ([]Location, error)
+	// PatchLocation changes the fields of p that are set and returns the
+	// location after (ErrNotFound when none has id).
+	PatchLocation(ctx context.Context, id string, p LocationPatch) (Location, error)
+}
+
+// CheckPatchOf checks a change of the location id: ValidatePatch's rules,
+// and the default location stays active (every SKU's stock outside the
+// other locations is counted there, and the order path allocates from it).
+func CheckPatchOf(id string, p LocationPatch) error {
+	var errs []FieldError
+	var invalid *ValidationError
+	if err := ValidatePatch(p); errors.As(err, &invalid) {
+		errs = append(errs, invalid.Fields...)
+	}
+	if id == DefaultLocation && p.Active != nil && !*p.Active {
+		errs = append(errs, FieldError{"active", "the default location cannot be deactivated: the stock of every SKU never placed elsewhere is there"})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
 }
 
 // MaxLocationName is the longest name of a location.

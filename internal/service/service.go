@@ -91,6 +91,9 @@ type Deps struct {
 	Leader   orders.Locker
 	Counters orders.Counters
 	Observer orders.Observer
+	// Locations keeps the locations the admin makes (locations.go); nil
+	// answers their calls unavailable.
+	Locations orders.LocationStore
 }
 
 // Service is the order use case.
@@ -102,6 +105,7 @@ type Service struct {
 	leader   orders.Locker
 	counters orders.Counters
 	obs      orders.Observer
+	locs     orders.LocationStore // the locations (locations.go)
 	log      *slog.Logger
 	now      func() time.Time
 	placer   placer
@@ -139,7 +143,7 @@ type result struct {
 func New(cfg Config, d Deps, log *slog.Logger, now func() time.Time) *Service {
 	cfg = withDefaults(cfg)
 	s := &Service{cfg: cfg, store: d.Store, cache: d.Cache, locker: d.Locker, leader: d.Leader, counters: d.Counters, obs: d.Observer,
-		log: log, now: now}
+		locs: d.Locations, log: log, now: now}
 	if s.leader == nil {
 		s.leader = s.locker
 	}
