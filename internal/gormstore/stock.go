@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -136,28 +137,46 @@ func stockAfter(s *Store, tx *gorm.DB, sku string, events *outbox) (orders.Stock
 
 // SetStock sets a SKU's available units to set.Available, creating the SKU if
 // it is new, fenced like Restock; the ledger records the difference as a
-// restock (negative when it lowers the stock). set.MaxPerCustomer, when not
-// nil, sets the SKU's limit per customer (0 removes it), in the same
-// transaction. It returns whether the SKU was created.
+// restock (negative when it lowers the stock). set.MaxPerCustomer and
+// set.LowStockThreshold, when not nil, set the SKU's limit per customer and
+// its low-stock threshold (0 removes either), in the same transaction. With
+// set.ExpectedAvailable it is a compare-and-set: the SKU's row is read and
+// locked (FOR UPDATE) in the transaction, and when its available stock is not
+// the one expected (a SKU that does not exist has 0), nothing is written and
+// the answer is a *orders.StaleQuantityError with the stock as it is. It
+// returns whether the SKU was created.
 func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, fence int64) (orders.Stock, bool, error) {
 	available := set.Available
 	created := false
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
+		// Locked, so that a set between this read and the shift below (none
+		// under the SKU's lock) waits for this one's commit and reads what
+		// it left: two compare-and-sets of one expected stock cannot both
+		// win.
 		var row skuRow
-		err := tx.Where("sku = ?", sku).Take(&row).Error
+		err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("sku = ?", sku).Take(&row).Error
+		missing := errors.Is(err, gorm.ErrRecordNotFound)
+		if err != nil && !missing {
+			return err
+		}
+		if e := set.ExpectedAvailable; e != nil && *e != row.Available {
+			st := row.stock()
+			st.SKU = sku
+			return &orders.StaleQuantityError{Expected: *e, Stock: st}
+		}
 		d := delta{available: available - row.Available, stocked: available - row.Available}
 		var events outbox
-		if available != row.Available || errors.Is(err, gorm.ErrRecordNotFound) {
+		if available != row.Available || missing {
 			events.add(sku, orders.EventStockSet, available, d, nil, nil)
 		}
-		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
+		if missing {
 			created = true
 			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
-		case err == nil:
-			// The guarded, fenced shift by the difference: a write between the read
-			// and it (none under the lock) would make it refuse, not overwrite.
+		} else if d != (delta{}) || fence != orders.NoFence {
+			// The guarded, fenced shift by the difference (none to make
+			// without a difference or a token: MySQL would count the row it
+			// leaves as it was as not changed, a refusal).
 			err = s.shift(tx, sku, d, fence, events.count[sku], nil)
 		}
 		if err != nil {
@@ -169,14 +188,17 @@ func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, f
 				return err
 			}
 		}
+		// Under the SKU's row lock: the next raise of a customer's units
+		// reads the limit, the next write's events the threshold.
+		limits := map[string]any{}
 		if m := set.MaxPerCustomer; m != nil {
-			// Under the SKU's row lock, which the shift or the insert above
-			// took: the next raise of a customer's units reads it.
-			var limit *int64
-			if *m > 0 {
-				limit = m
-			}
-			if err := tx.Model(&skuRow{}).Where("sku = ?", sku).Update("max_per_customer", limit).Error; err != nil {
+			limits["max_per_customer"] = positive(*m)
+		}
+		if t := set.LowStockThreshold; t != nil {
+			limits["low_stock_threshold"] = positive(*t)
+		}
+		if len(limits) > 0 {
+			if err := tx.Model(&skuRow{}).Where("sku = ?", sku).Updates(limits).Error; err != nil {
 				return err
 			}
 		}
@@ -187,6 +209,14 @@ func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, f
 		return orders.Stock{}, false, unavailable("set stock", err)
 	}
 	return after, created, nil
+}
+
+// positive is n when it is above 0, else nil (NULL: none).
+func positive(n int64) *int64 {
+	if n > 0 {
+		return &n
+	}
+	return nil
 }
 
 // SKUs lists up to limit SKUs' counters after the SKU after ("" from the

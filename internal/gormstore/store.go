@@ -81,7 +81,7 @@ func unavailable(op string, err error) error {
 	for _, known := range []error{context.Canceled, orders.ErrInsufficientStock, orders.ErrStaleFence, orders.ErrNotFound,
 		orders.ErrAlreadyCancelled, orders.ErrIdempotencyMismatch, orders.ErrIdempotencyConflict, orders.ErrInvalid,
 		orders.ErrHoldExpired, orders.ErrHoldReleased, orders.ErrHoldConfirmed, orders.ErrHoldQuotaExceeded,
-		orders.ErrCustomerLimitExceeded} {
+		orders.ErrCustomerLimitExceeded, orders.ErrStaleQuantity} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -172,7 +172,7 @@ func (s *Store) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 
 func (r skuRow) stock() orders.Stock {
 	return orders.Stock{SKU: r.SKU, Available: r.Available, Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked,
-		MaxPerCustomer: r.MaxPerCustomer}
+		MaxPerCustomer: r.MaxPerCustomer, LowStockThreshold: r.LowStockThreshold}
 }
 
 // Stocks returns every SKU's counters, sorted by SKU.
