@@ -96,7 +96,9 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		d := delta{available: quantity, stocked: quantity}
 		err := s.shift(tx, sku, d, fence, 1, nil)
+		var events outbox
 		if errors.Is(err, gorm.ErrRecordNotFound) {
+			events.creates(sku)
 			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		}
 		if err != nil {
@@ -109,7 +111,6 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 		if err := record(tx, k.Key, k.Hash, orders.Outcome{}, s.now()); err != nil {
 			return err
 		}
-		var events outbox
 		events.add(sku, orders.EventStockRestocked, quantity, d, nil, nil)
 		after, err = stockAfter(s, tx, sku, &events)
 		return err
@@ -172,6 +173,7 @@ func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, f
 		}
 		if missing {
 			created = true
+			events.creates(sku)
 			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		} else if d != (delta{}) || fence != orders.NoFence {
 			// The guarded, fenced shift by the difference (none to make
