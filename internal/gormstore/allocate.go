@@ -122,9 +122,11 @@ func (w *endings) allocateAndShift(ps []orders.Placement, after map[string]skuRo
 		return err
 	}
 	avail := map[string][]orders.Level{}
+	before := map[skuLoc]int64{}
 	for sku, rows := range levels {
 		for _, r := range rows {
 			avail[sku] = append(avail[sku], orders.Level{Location: r.Location, Priority: r.Priority, Active: r.Active, Available: r.Available})
+			before[skuLoc{sku, r.Location}] = r.Available
 		}
 	}
 	for i := range ps {
@@ -147,6 +149,7 @@ func (w *endings) allocateAndShift(ps []orders.Placement, after map[string]skuRo
 		if !ok {
 			return &orders.InsufficientStockError{SKUs: []string{k.sku}}
 		}
+		w.events.cross(k.sku, k.location, before[k], before[k]+d.available, nil)
 	}
 	return nil
 }

@@ -32,7 +32,9 @@ import (
 //     fails Commit, and a stale fence fails it whole;
 //  4. the events: the placements' first, then the endings', in their order,
 //     each SKU's numbered on from its event_seq, which step 3 moved by their
-//     number (events.go's outbox);
+//     number, then the stock levels the SKU's net change crossed, with one
+//     more update of event_seq for a SKU that crossed one (events.go's
+//     outbox);
 //  5. the holds' ends, the caps' counters (the endings' lowered, then the
 //     placements' raised under their caps), and the rows: ledger, orders,
 //     lines, holds, their lines, records, one INSERT per kind.

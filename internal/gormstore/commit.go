@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -359,8 +360,19 @@ func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have ma
 			counter = "reserved"
 		}
 		skus := make([]string, len(p.Order.Items))
+		events := placedEvents([]orders.Placement{p})
 		for i, it := range p.Order.Items {
 			skus[i] = it.SKU
+			if !s.noEvents {
+				// What it overwrites, locked: its stock-level events are told
+				// from it, not from what the caller read.
+				var was skuRow
+				if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Select("sku", "available").
+					Where("sku = ?", it.SKU).Take(&was).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+					return err
+				}
+				events.setFrom(it.SKU, was.Available)
+			}
 			if err := tx.Exec("UPDATE skus SET available = ?, "+counter+" = "+counter+" + ?, event_seq = event_seq + 1, updated_at = ? WHERE sku = ?",
 				have[it.SKU]-int64(it.Quantity), it.Quantity, s.now(), it.SKU).Error; err != nil {
 				return err
@@ -375,7 +387,7 @@ func (s *Store) CommitUnguarded(ctx context.Context, p orders.Placement, have ma
 		if err != nil {
 			return err
 		}
-		return placedEvents(placed).write(s, tx, rows)
+		return events.write(s, tx, rows)
 	})
 	return unavailable("commit unguarded", conflict(capped(err)))
 }

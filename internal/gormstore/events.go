@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -19,6 +21,15 @@ import (
 // with the counters after each one in one multi-row INSERT. The SKU's row lock,
 // held from that update to the commit, orders a SKU's events: the one numbered
 // n+1 is written after the one numbered n committed, so its id is larger.
+//
+// The stock-level events (orders.Crossings) are known only from the counters
+// after: a SKU's available before the write is the one after minus the net
+// change of its events (or what the write read, for one that sets rather
+// than moves it: outbox.before). When a write crossed a level, a second
+// statement bumps the SKU's event_seq by the number of those events, still
+// under the row lock the update took, and they are numbered after the
+// write's change events; a write that crosses nothing sends no statement
+// more.
 
 // eventRow is one event. Its id, from the database's sequence at its insert,
 // is its place in the feed (feed.go), and no column is written after the
@@ -52,21 +63,21 @@ func (eventRow) TableName() string { return "stock_events" }
 
 func (eventRow) columns() string {
 	return "(sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked, " +
-		"available, reserved, sold, stocked, order_id, reservation_id, created_at)"
+		"available, reserved, sold, stocked, order_id, reservation_id, location, created_at)"
 }
 
 // values' created_at is the database's clock (created, below), or the
 // store's when it has no clock of its own.
 func (r eventRow) values() []any {
 	return []any{r.SKU, r.Seq, r.Type, r.Quantity, r.DAvailable, r.DReserved, r.DSold, r.DStocked,
-		r.Available, r.Reserved, r.Sold, r.Stocked, r.OrderID, r.HoldID, r.created}
+		r.Available, r.Reserved, r.Sold, r.Stocked, r.OrderID, r.HoldID, r.Location, r.created}
 }
 
 func (r eventRow) event() orders.Event {
 	e := orders.Event{Type: orders.EventType(r.Type), SKU: r.SKU, Seq: r.Seq, Quantity: r.Quantity,
-		Change:    orders.Levels{Available: r.DAvailable, Reserved: r.DReserved, Sold: r.DSold, Stocked: r.DStocked},
-		Counters:  orders.Levels{Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked},
-		CreatedAt: r.CreatedAt.UTC()}
+		Change:   orders.Levels{Available: r.DAvailable, Reserved: r.DReserved, Sold: r.DSold, Stocked: r.DStocked},
+		Counters: orders.Levels{Available: r.Available, Reserved: r.Reserved, Sold: r.Sold, Stocked: r.Stocked},
+		Location: r.Location, CreatedAt: r.CreatedAt.UTC()}
 	e.Position, e.ID = r.ID, orders.EventID(r.ID)
 	if r.OrderID != nil {
 		e.OrderID = *r.OrderID
@@ -80,7 +91,17 @@ func (r eventRow) event() orders.Event {
 // outbox collects a write's events, in the order of its changes.
 type outbox struct {
 	rows  []eventRow
-	count map[string]int64 // events per SKU
+	count map[string]int64 // change events per SKU: what the guarded update bumps event_seq by
+	// late counts the events per SKU added after the guarded update (the
+	// stock-level events, cross), which number bumps event_seq by.
+	late map[string]int64
+	// before is the available stock a SKU had before a write that does not
+	// move it by its events' changes (CommitUnguarded's); otherwise it is
+	// the one after minus their net change.
+	before map[string]int64
+	// created are the SKUs the write created: a new SKU crosses no level,
+	// having had none before.
+	created map[string]bool
 }
 
 // add records one change of sku's counters by d.
@@ -95,6 +116,75 @@ func (o *outbox) add(sku string, typ orders.EventType, quantity int64, d delta, 
 
 // at says the last event added is about one location of its SKU.
 func (o *outbox) at(location string) { o.rows[len(o.rows)-1].Location = location }
+
+// cross adds the stock-level events of a move of the available stock of sku
+// (in location: "" for the SKU's total) from before to after, under
+// threshold (orders.Crossings), after the write's guarded update: number
+// bumps the SKU's event_seq by them and numbers them after its change events,
+// with the counters after the write and no change. A write calls it for a
+// location's counts; the SKU's total is number's own.
+func (o *outbox) cross(sku, location string, before, after int64, threshold *int64) {
+	for _, e := range orders.Crossings(sku, location, before, after, threshold) {
+		if o.late == nil {
+			o.late = map[string]int64{}
+		}
+		o.late[sku]++
+		o.rows = append(o.rows, eventRow{SKU: sku, Type: string(e.Type), Quantity: e.Quantity, Location: e.Location})
+	}
+}
+
+// setFrom records that the write set sku's available stock from before, read
+// in its transaction under the row's lock, rather than moved it by its
+// events' changes.
+func (o *outbox) setFrom(sku string, before int64) {
+	if o.before == nil {
+		o.before = map[string]int64{}
+	}
+	o.before[sku] = before
+}
+
+// creates records that the write created sku.
+func (o *outbox) creates(sku string) {
+	if o.created == nil {
+		o.created = map[string]bool{}
+	}
+	o.created[sku] = true
+}
+
+// crossings adds the stock-level events of each SKU's total (after: the
+// rows as the write left them), then bumps the event_seq of every SKU with
+// events added after its guarded update by their number, in SKU order, in
+// after too: a statement per such SKU, under the row lock the write holds.
+func (o *outbox) crossings(tx *gorm.DB, after map[string]skuRow) error {
+	net := make(map[string]int64, len(o.count))
+	for _, r := range o.rows {
+		net[r.SKU] += r.DAvailable
+	}
+	for _, sku := range slices.Sorted(maps.Keys(o.count)) {
+		row, ok := after[sku]
+		if !ok || o.created[sku] {
+			continue
+		}
+		before, set := o.before[sku]
+		if !set {
+			before = row.Available - net[sku]
+		}
+		o.cross(sku, "", before, row.Available, row.LowStockThreshold)
+	}
+	for _, sku := range slices.Sorted(maps.Keys(o.late)) {
+		row, ok := after[sku]
+		if !ok {
+			return fmt.Errorf("events: sku %s not read after its change", sku)
+		}
+		n := o.late[sku]
+		if err := tx.Exec("UPDATE skus SET event_seq = event_seq + ? WHERE sku = ?", n, sku).Error; err != nil {
+			return err
+		}
+		row.EventSeq += n
+		after[sku] = row
+	}
+	return nil
+}
 
 // write numbers the events and sets each one's counters after it from the
 // SKUs' rows as the write left them (after: read after its updates, in its
@@ -126,6 +216,9 @@ func (o *outbox) carried(s *Store, tx *gorm.DB, after map[string]skuRow) (*leadi
 func (o *outbox) number(s *Store, tx *gorm.DB, after map[string]skuRow) (bool, error) {
 	if len(o.rows) == 0 || s.noEvents {
 		return false, nil
+	}
+	if err := o.crossings(tx, after); err != nil {
+		return false, err
 	}
 	var created any = s.now()
 	if q := s.clockSQL(tx); q != "" {
@@ -260,7 +353,7 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]orders.Ev
 
 // eventColumns are what readEvents scans, in eventRow's order.
 const eventColumns = "id, sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked, " +
-	"available, reserved, sold, stocked, order_id, reservation_id, created_at"
+	"available, reserved, sold, stocked, order_id, reservation_id, location, created_at"
 
 // readEvents reads events in feed order with a scan of its own rather than
 // GORM's Find, which reflects on every field of every row: the relay reads
@@ -276,7 +369,7 @@ func readEvents(db *gorm.DB, after int64, limit int) ([]orders.Event, error) {
 	for rows.Next() {
 		var r eventRow
 		if err := rows.Scan(&r.ID, &r.SKU, &r.Seq, &r.Type, &r.Quantity, &r.DAvailable, &r.DReserved, &r.DSold, &r.DStocked,
-			&r.Available, &r.Reserved, &r.Sold, &r.Stocked, &r.OrderID, &r.HoldID, &r.CreatedAt); err != nil {
+			&r.Available, &r.Reserved, &r.Sold, &r.Stocked, &r.OrderID, &r.HoldID, &r.Location, &r.CreatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, r.event())

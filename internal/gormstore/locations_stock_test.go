@@ -282,7 +282,8 @@ func TestBackorders(t *testing.T) {
 			s, _ := newStore(t, kind)
 			ctx := context.Background()
 			mustRestock(t, s, "B", 2, 1)
-			if err := s.DB().Exec("UPDATE skus SET backorder_limit = 3 WHERE sku = 'B'").Error; err != nil {
+			three := int64(3)
+			if _, _, err := s.SetStock(ctx, "B", orders.StockSet{Available: 2, BackorderLimit: &three}, 2); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := place(s, order("o1", orders.Item{SKU: "B", Quantity: 4}), nil, ""); err != nil {
@@ -302,8 +303,12 @@ func TestBackorders(t *testing.T) {
 				t.Fatal("the database let a SKU owe more than its limit")
 			}
 			consistent(t, s)
+			two := int64(2)
+			if _, _, err := s.SetStock(ctx, "B", orders.StockSet{Available: 0, BackorderLimit: &two}, 3); !errors.Is(err, orders.ErrInvalid) {
+				t.Fatalf("a limit below the 3 owed: %v", err)
+			}
 			// A restock fills the 3 owed first; a cancel gives back.
-			if _, err := s.RestockOnce(ctx, "B", 5, 2, orders.Keyed{}); err != nil {
+			if _, err := s.RestockOnce(ctx, "B", 5, 4, orders.Keyed{}); err != nil {
 				t.Fatal(err)
 			}
 			wantStock(t, s, orders.Stock{SKU: "B", Available: 2, Sold: 5, Stocked: 7, BackorderLimit: 3})
@@ -312,6 +317,48 @@ func TestBackorders(t *testing.T) {
 			}
 			wantStock(t, s, orders.Stock{SKU: "B", Available: 6, Sold: 1, Stocked: 7, BackorderLimit: 3})
 			consistent(t, s)
+		})
+	}
+}
+
+// A location's available reaching 0, and leaving it, are events of that
+// location, written once per crossing, beside the SKU's own.
+func TestLocationLevelEvents(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			s, _ := newStore(t, kind)
+			s = s.WithSettleAfter(time.Millisecond)
+			ctx := context.Background()
+			addLocation(t, s, "a", 1, true)
+			mustRestock(t, s, "L", 2, 1)
+			if _, _, err := s.SetLocationStock(ctx, "L", "a", orders.StockSet{Available: 1}, 2); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 { // default first, by priority: 2 to 0
+				if _, err := place(s, order(fmt.Sprintf("o%d", i), orders.Item{SKU: "L", Quantity: 1}), nil, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.Transfer(ctx, "L", orders.Transfer{From: "a", To: "default", Quantity: 1}, 3, orders.Keyed{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Settle(ctx, orders.Leader{}); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := s.Events(ctx, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range evs {
+				if e.Location != "" {
+					got = append(got, string(e.Type)+"@"+e.Location)
+				}
+			}
+			want := "[stock.set@a sku.back_in_stock@a sku.out_of_stock@default stock.transferred_out@a stock.transferred_in@default sku.out_of_stock@a sku.back_in_stock@default]"
+			if fmt.Sprint(got) != want {
+				t.Fatalf("the locations' events:\n got %v\nwant %s", got, want)
+			}
 		})
 	}
 }

@@ -182,6 +182,9 @@ func (s *Store) atLocation(tx *gorm.DB, sku, location string, fence int64, event
 	if ok, err := shiftLocation(tx, sku, location, d); err != nil || !ok {
 		return orders.Stock{}, false, cmpErr(err, fmt.Errorf("sku %s at %s: counts cannot change by %+v", sku, location, d))
 	}
+	if !created {
+		events.cross(sku, location, cur.Available, cur.Available+d.available, nil)
+	}
 	if d.stocked != 0 {
 		if err := tx.Create(&ledgerRow{SKU: sku, Delta: d.stocked, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error; err != nil {
 			return orders.Stock{}, false, err
@@ -300,25 +303,26 @@ func (s *Store) Transfer(ctx context.Context, sku string, t orders.Transfer, fen
 			}
 		}
 		q := t.Quantity
-		ok, err := shiftLocation(tx, sku, t.From, delta{available: -q, stocked: -q})
+		levels, err := levelsOf(tx, []string{sku})
 		if err != nil {
 			return err
 		}
-		if !ok {
-			levels, err := levelsOf(tx, []string{sku})
-			if err != nil {
-				return err
-			}
-			var have int64
-			for _, l := range levels[sku] {
-				if l.Location == t.From {
-					have = l.Available
-				}
-			}
-			return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: have}}
+		have := map[string]int64{}
+		for _, l := range levels[sku] {
+			have[l.Location] = l.Available
 		}
-		if _, err := shiftLocation(tx, sku, t.To, delta{available: q, stocked: q}); err != nil {
-			return err
+		if have[t.From] < q {
+			return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: have[t.From]}}
+		}
+		for _, side := range []struct {
+			loc string
+			q   int64
+		}{{t.From, -q}, {t.To, q}} {
+			ok, err := shiftLocation(tx, sku, side.loc, delta{available: side.q, stocked: side.q})
+			if err != nil || !ok {
+				return cmpErr(err, fmt.Errorf("sku %s at %s: available cannot change by %d", sku, side.loc, side.q))
+			}
+			events.cross(sku, side.loc, have[side.loc], have[side.loc]+side.q, nil)
 		}
 		if err := record(tx, k.Key, k.Hash, orders.Outcome{}, s.now()); err != nil {
 			return err
@@ -340,22 +344,29 @@ func (s *Store) Transfer(ctx context.Context, sku string, t orders.Transfer, fen
 // a SKU that is not located, whose default location is its own row. A set
 // that would leave the default location less than nothing is refused: the
 // other locations hold more than the SKU is to have.
-func shiftDefault(tx *gorm.DB, sku string, d delta) error {
+func shiftDefault(tx *gorm.DB, sku string, d delta, events *outbox) error {
+	if d == (delta{}) {
+		return nil
+	}
+	var cur []skuLocationRow
+	if err := tx.Where("sku = ? AND location = ?", sku, orders.DefaultLocation).Find(&cur).Error; err != nil || len(cur) == 0 {
+		return err
+	}
 	ok, err := shiftLocation(tx, sku, orders.DefaultLocation, d)
-	if err != nil || ok {
+	if err != nil {
 		return err
 	}
-	var row skuRow
-	if err := tx.Select("locations").Where("sku = ?", sku).Take(&row).Error; err != nil || row.Locations == 0 {
-		return err
+	if !ok {
+		return &orders.ValidationError{Fields: []orders.FieldError{{Field: "available",
+			Message: "the SKU's other locations hold more than that: set them with PUT /v1/skus/{sku}/locations/{location}"}}}
 	}
-	return &orders.ValidationError{Fields: []orders.FieldError{{Field: "available",
-		Message: "the SKU's other locations hold more than that: set them with PUT /v1/skus/{sku}/locations/{location}"}}}
+	events.cross(sku, orders.DefaultLocation, cur[0].Available, cur[0].Available+d.available, nil)
+	return nil
 }
 
 // cancelAt gives a cancelled order's units of located SKUs (rows: the SKUs'
 // rows after the cancel's update) back to the locations they came from.
-func cancelAt(tx *gorm.DB, id string, lines []lineRow, rows map[string]skuRow) error {
+func cancelAt(tx *gorm.DB, id string, lines []lineRow, rows map[string]skuRow, events *outbox) error {
 	var located []lineRow
 	for _, l := range lines {
 		if rows[l.SKU].Locations > 0 {
@@ -369,6 +380,14 @@ func cancelAt(tx *gorm.DB, id string, lines []lineRow, rows map[string]skuRow) e
 	if err != nil {
 		return err
 	}
+	skus := make([]string, len(located))
+	for i, l := range located {
+		skus[i] = l.SKU
+	}
+	levels, err := levelsOf(tx, skus)
+	if err != nil {
+		return err
+	}
 	for _, l := range located {
 		for _, a := range from(allocs[id], id, l.SKU, l.Quantity) {
 			ok, err := shiftLocation(tx, l.SKU, a.Location, delta{available: a.Quantity, sold: -a.Quantity})
@@ -377,6 +396,11 @@ func cancelAt(tx *gorm.DB, id string, lines []lineRow, rows map[string]skuRow) e
 			}
 			if !ok {
 				return fmt.Errorf("sku %s at %s: sold cannot go down by %d", l.SKU, a.Location, a.Quantity)
+			}
+			for _, lv := range levels[l.SKU] {
+				if lv.Location == a.Location {
+					events.cross(l.SKU, a.Location, lv.Available, lv.Available+a.Quantity, nil)
+				}
 			}
 		}
 	}

@@ -3,9 +3,11 @@ package gormstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -59,7 +61,7 @@ func (s *Store) Cancel(ctx context.Context, id string, fences orders.Fences, at 
 		if err != nil {
 			return err
 		}
-		if err := cancelAt(tx, id, lines, rows); err != nil {
+		if err := cancelAt(tx, id, lines, rows, &events); err != nil {
 			return err
 		}
 		after = availableOf(rows)
@@ -97,11 +99,14 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		d := delta{available: quantity, stocked: quantity}
+		var events outbox // the restock's event first; a location's crossing after it
+		events.add(sku, orders.EventStockRestocked, quantity, d, nil, nil)
 		err := s.shift(tx, sku, d, fence, 1, nil)
 		if err == nil {
-			err = shiftDefault(tx, sku, d)
+			err = shiftDefault(tx, sku, d, &events)
 		}
 		if errors.Is(err, gorm.ErrRecordNotFound) {
+			events.creates(sku)
 			err = tx.Create(&skuRow{SKU: sku, Available: quantity, Stocked: quantity, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
 		}
 		if err != nil {
@@ -114,8 +119,6 @@ func (s *Store) RestockOnce(ctx context.Context, sku string, quantity, fence int
 		if err := record(tx, k.Key, k.Hash, orders.Outcome{}, s.now()); err != nil {
 			return err
 		}
-		var events outbox
-		events.add(sku, orders.EventStockRestocked, quantity, d, nil, nil)
 		after, err = stockAfter(s, tx, sku, &events)
 		return err
 	})
@@ -142,50 +145,82 @@ func stockAfter(s *Store, tx *gorm.DB, sku string, events *outbox) (orders.Stock
 
 // SetStock sets a SKU's available units to set.Available, creating the SKU if
 // it is new, fenced like Restock; the ledger records the difference as a
-// restock (negative when it lowers the stock). set.MaxPerCustomer, when not
-// nil, sets the SKU's limit per customer (0 removes it), in the same
-// transaction. It returns whether the SKU was created.
+// restock (negative when it lowers the stock). set.MaxPerCustomer and
+// set.LowStockThreshold, when not nil, set the SKU's limit per customer and
+// its low-stock threshold (0 removes either), in the same transaction. With
+// set.ExpectedAvailable it is a compare-and-set: the SKU's row is read and
+// locked (FOR UPDATE) in the transaction, and when its available stock is not
+// the one expected (a SKU that does not exist has 0), nothing is written and
+// the answer is a *orders.StaleQuantityError with the stock as it is. It
+// returns whether the SKU was created.
 func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, fence int64) (orders.Stock, bool, error) {
 	available := set.Available
 	created := false
 	var after orders.Stock
 	err := s.tx(ctx, func(tx *gorm.DB) error {
+		// Locked, so that a set between this read and the shift below (none
+		// under the SKU's lock) waits for this one's commit and reads what
+		// it left: two compare-and-sets of one expected stock cannot both
+		// win.
 		var row skuRow
-		err := tx.Where("sku = ?", sku).Take(&row).Error
-		d := delta{available: available - row.Available, stocked: available - row.Available}
+		err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("sku = ?", sku).Take(&row).Error
+		missing := errors.Is(err, gorm.ErrRecordNotFound)
+		if err != nil && !missing {
+			return err
+		}
+		// What is available, as the stock shows it: units owed to backorders
+		// are filled first by the units set, as a restock's are.
+		have := max(row.Available, 0)
+		if e := set.ExpectedAvailable; e != nil && *e != have {
+			st := row.stock()
+			st.SKU = sku
+			return &orders.StaleQuantityError{Expected: *e, Stock: st}
+		}
+		d := delta{available: available - have, stocked: available - have}
+		if b := set.BackorderLimit; b != nil && *b < -(row.Available+d.available) {
+			return &orders.ValidationError{Fields: []orders.FieldError{{Field: "backorder_limit",
+				Message: fmt.Sprintf("%d units would still be owed: the limit cannot be lower", -(row.Available + d.available))}}}
+		}
 		var events outbox
-		if available != row.Available || errors.Is(err, gorm.ErrRecordNotFound) {
+		if available != have || missing {
 			events.add(sku, orders.EventStockSet, available, d, nil, nil)
 		}
-		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
+		if missing {
 			created = true
+			events.creates(sku)
 			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
-		case err == nil:
-			// The guarded, fenced shift by the difference: a write between the read
-			// and it (none under the lock) would make it refuse, not overwrite.
+		} else if d != (delta{}) || fence != orders.NoFence {
+			// The guarded, fenced shift by the difference (none to make
+			// without a difference or a token: MySQL would count the row it
+			// leaves as it was as not changed, a refusal).
 			err = s.shift(tx, sku, d, fence, events.count[sku], nil)
 			if err == nil {
-				err = shiftDefault(tx, sku, d)
+				err = shiftDefault(tx, sku, d, &events)
 			}
 		}
 		if err != nil {
 			return err
 		}
-		if available != row.Available || created {
-			err = tx.Create(&ledgerRow{SKU: sku, Delta: available - row.Available, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error
+		if available != have || created {
+			err = tx.Create(&ledgerRow{SKU: sku, Delta: available - have, Kind: kindRestock, Fence: fence, CreatedAt: s.now()}).Error
 			if err != nil {
 				return err
 			}
 		}
+		// Under the SKU's row lock: the next raise of a customer's units
+		// reads the limit, the next write's events the threshold.
+		limits := map[string]any{}
 		if m := set.MaxPerCustomer; m != nil {
-			// Under the SKU's row lock, which the shift or the insert above
-			// took: the next raise of a customer's units reads it.
-			var limit *int64
-			if *m > 0 {
-				limit = m
-			}
-			if err := tx.Model(&skuRow{}).Where("sku = ?", sku).Update("max_per_customer", limit).Error; err != nil {
+			limits["max_per_customer"] = positive(*m)
+		}
+		if t := set.LowStockThreshold; t != nil {
+			limits["low_stock_threshold"] = positive(*t)
+		}
+		if b := set.BackorderLimit; b != nil {
+			limits["backorder_limit"] = *b
+		}
+		if len(limits) > 0 {
+			if err := tx.Model(&skuRow{}).Where("sku = ?", sku).Updates(limits).Error; err != nil {
 				return err
 			}
 		}
@@ -196,6 +231,14 @@ func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, f
 		return orders.Stock{}, false, unavailable("set stock", err)
 	}
 	return after, created, nil
+}
+
+// positive is n when it is above 0, else nil (NULL: none).
+func positive(n int64) *int64 {
+	if n > 0 {
+		return &n
+	}
+	return nil
 }
 
 // SKUs lists up to limit SKUs' counters after the SKU after ("" from the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -194,6 +195,28 @@ type setStockRequest struct {
 	// MaxPerCustomer: absent keeps the SKU's limit, 0 removes it, 1 to
 	// orders.MaxPerCustomer sets it.
 	MaxPerCustomer *number `json:"max_per_customer"`
+	// LowStockThreshold: absent keeps the SKU's threshold, 0 removes it,
+	// more sets it.
+	LowStockThreshold *number `json:"low_stock_threshold"`
+	// ExpectedAvailable makes the set a compare-and-set (409 stale-quantity
+	// when the available stock is not that).
+	ExpectedAvailable *number `json:"expected_available"`
+	// BackorderLimit: absent keeps the SKU's limit; 0 to orders.MaxRestock
+	// sets it.
+	BackorderLimit *number `json:"backorder_limit"`
+}
+
+// optional reads an optional integer field in least..most: nil when absent,
+// -1 (refused by validation) when not an integer in range.
+func optional(n *number, least, most int64) *int64 {
+	if n == nil {
+		return nil
+	}
+	v, err := strconv.ParseInt(string(*n), 10, 64)
+	if err != nil || v < least || v > most {
+		v = -1
+	}
+	return &v
 }
 
 func (s *server) setStock(c *gin.Context) {
@@ -208,14 +231,11 @@ func (s *server) setStock(c *gin.Context) {
 			available = v
 		}
 	}
-	set := orders.StockSet{Available: available}
-	if req.MaxPerCustomer != nil {
-		limit := int64(-1) // not an integer in range: refused by validation
-		if v, err := strconv.ParseInt(string(*req.MaxPerCustomer), 10, 64); err == nil && v >= 0 && v <= orders.MaxPerCustomer {
-			limit = v
-		}
-		set.MaxPerCustomer = &limit
-	}
+	set := orders.StockSet{Available: available,
+		MaxPerCustomer:    optional(req.MaxPerCustomer, 0, orders.MaxPerCustomer),
+		LowStockThreshold: optional(req.LowStockThreshold, 0, orders.MaxRestock),
+		ExpectedAvailable: optional(req.ExpectedAvailable, 0, math.MaxInt64),
+		BackorderLimit:    optional(req.BackorderLimit, 0, orders.MaxRestock)}
 	st, created, err := s.stock.SetStock(c.Request.Context(), c.Param("sku"), set)
 	s.stocked(c, st, created, err)
 }

@@ -94,6 +94,8 @@ type problem struct {
 	// hold-quota-exceeded, customer-limit-exceeded).
 	Held  *int64 `json:"held,omitempty"`
 	Limit *int64 `json:"limit,omitempty"`
+	// Stock is the SKU's stock as it is (409 stale-quantity).
+	Stock *orders.Stock `json:"stock,omitempty"`
 }
 
 // problem answers with err as problem+json and stops the handler chain.
@@ -126,6 +128,10 @@ func (s *server) problem(c *gin.Context, err error) {
 		if capped.SKU != "" {
 			p.SKUs, p.Held, p.Limit = []string{capped.SKU}, &capped.Held, &capped.Limit
 		}
+	}
+	var stale *orders.StaleQuantityError
+	if errors.As(err, &stale) {
+		p.Stock = &stale.Stock
 	}
 	var scope *orders.MissingScopeError
 	if errors.As(err, &scope) {

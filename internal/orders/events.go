@@ -19,7 +19,8 @@ import (
 // below which nothing can still commit, and delivers them at least once: to
 // NATS JetStream and to webhook endpoints.
 
-// EventType says what changed a SKU's counters.
+// EventType says what changed a SKU's counters, or which stock level its
+// available stock crossed.
 type EventType string
 
 // The event types: one per kind of change of a SKU's counters.
@@ -38,9 +39,56 @@ const (
 	EventStockTransferredIn  EventType = "stock.transferred_in"
 )
 
+// The stock-level event types: written beside the change events of a write
+// whose change of available stock crossed a level (see Crossings). They
+// change no counter.
+const (
+	EventOutOfStock  EventType = "sku.out_of_stock"
+	EventBackInStock EventType = "sku.back_in_stock"
+	EventLowStock    EventType = "sku.low_stock"
+)
+
 // EventTypes lists every EventType.
 var EventTypes = []EventType{EventOrderPlaced, EventOrderCancelled, EventReservationCreated,
-	EventReservationConfirmed, EventReservationReleased, EventReservationExpired, EventStockRestocked, EventStockSet}
+	EventReservationConfirmed, EventReservationReleased, EventReservationExpired, EventStockRestocked, EventStockSet,
+	EventOutOfStock, EventBackInStock, EventLowStock}
+
+// LevelEventTypes lists the stock-level event types: those that tell a
+// crossing, not a change.
+var LevelEventTypes = []EventType{EventOutOfStock, EventBackInStock, EventLowStock}
+
+// Crossings are the stock-level events of one write that moved the available
+// stock of sku (in location, "" for the SKU's total) from before to after,
+// with threshold the SKU's low-stock threshold after the write (nil or 0:
+// none), in the order they are written:
+//
+//   - sku.low_stock when it fell through the threshold: before > threshold
+//     >= after; its Quantity is the threshold;
+//   - sku.out_of_stock when it reached 0 from above: before > 0 >= after;
+//   - sku.back_in_stock when it left 0 upwards: before <= 0 < after.
+//
+// A write is judged by its net change, before it to after it: one that sells
+// out and gives back in one transaction crosses nothing, and each crossing is
+// told once, by the write that made it. A change of the threshold alone
+// crosses nothing. The events carry Type, SKU, Location and Quantity only: the
+// writer numbers them after the write's change events and gives them the
+// counters after the write, and a Change of zero.
+func Crossings(sku, location string, before, after int64, threshold *int64) []Event {
+	var out []Event
+	add := func(t EventType, q int64) {
+		out = append(out, Event{Type: t, SKU: sku, Location: location, Quantity: q})
+	}
+	if threshold != nil && *threshold > 0 && before > *threshold && after <= *threshold {
+		add(EventLowStock, *threshold)
+	}
+	switch {
+	case before > 0 && after <= 0:
+		add(EventOutOfStock, 0)
+	case before <= 0 && after > 0:
+		add(EventBackInStock, 0)
+	}
+	return out
+}
 
 // Levels are a SKU's four counters, or a change of them.
 type Levels struct {
@@ -66,7 +114,8 @@ func (c Levels) Sub(d Levels) Levels {
 // and the order or reservation), by how much (Change; Quantity is the units of
 // the order's or reservation's line, or of the restock), and the counters
 // after it. Applying every Change of a SKU from its first event rebuilds its
-// counters.
+// counters. A stock-level event (LevelEventTypes) tells a crossing, not a
+// change: its Change is zero and its counters are the write's after it.
 type Event struct {
 	ID            string    `json:"id"` // evt_<Position>
 	Position      int64     `json:"-"`
@@ -78,7 +127,10 @@ type Event struct {
 	Counters      Levels    `json:"counters"`
 	OrderID       string    `json:"order_id,omitempty"`
 	ReservationID string    `json:"reservation_id,omitempty"`
-	CreatedAt     time.Time `json:"created_at"` // the database's time, in the transaction
+	// Location is the location an event of one location is about; empty for
+	// an event of the SKU as a whole.
+	Location  string    `json:"location,omitempty"`
+	CreatedAt time.Time `json:"created_at"` // the database's time, in the transaction
 }
 
 // eventIDPrefix starts every event's public ID.

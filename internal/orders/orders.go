@@ -122,6 +122,9 @@ type StockSet struct {
 	MaxPerCustomer *int64
 	// LowStockThreshold: nil keeps it, 0 removes it, more sets it.
 	LowStockThreshold *int64
+	// BackorderLimit: nil keeps it; 0 (none) to MaxRestock sets it, never
+	// below the units owed after the set.
+	BackorderLimit *int64
 	// ExpectedAvailable, when set, makes the set a compare-and-set: when
 	// the available stock is not this, nothing changes and the store
 	// answers a *StaleQuantityError.

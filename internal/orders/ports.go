@@ -45,9 +45,12 @@ type Store interface {
 	// ErrIdempotencyConflict.
 	RestockOnce(ctx context.Context, sku string, quantity, fence int64, k Keyed) (Stock, error)
 	// SetStock sets a SKU's available units, creating it if new (then true),
-	// and its limit per customer (see StockSet), fenced; the ledger records
-	// the difference. It returns the counters after, read in the same
-	// transaction.
+	// its limit per customer and its low-stock threshold (see StockSet),
+	// fenced; the ledger records the difference. It returns the counters
+	// after, read in the same transaction. With ExpectedAvailable it compares
+	// in that transaction, on the row locked, and writes nothing when the
+	// available stock is not that (0 for a SKU that does not exist): a
+	// *StaleQuantityError.
 	SetStock(ctx context.Context, sku string, set StockSet, fence int64) (Stock, bool, error)
 	Order(ctx context.Context, id string) (Order, error)
 	// SKUs lists SKUs after the SKU after, in SKU order; Orders lists orders

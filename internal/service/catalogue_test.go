@@ -92,6 +92,40 @@ func TestSetStock(t *testing.T) {
 	})
 }
 
+// A compare-and-set through the SKU's lock: two replicas' stock-takers who
+// read the same stock, one after the other, cannot both set it; the second is
+// refused with the stock as it is, and nothing of its set is made. Values
+// out of range are refused by name.
+func TestSetStockCompareAndSet(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		w := newWorld(t, kind)
+		a, b := w.replica(t, nil), w.replica(t, nil)
+		zero, ten, two := int64(0), int64(10), int64(2)
+		if _, created, err := a.svc.SetStock(ctx, "S-1", orders.StockSet{Available: 10, ExpectedAvailable: &zero}); err != nil || !created {
+			t.Fatalf("a new SKU expecting 0: created=%v %v", created, err)
+		}
+		st, _, err := a.svc.SetStock(ctx, "S-1", orders.StockSet{Available: 8, ExpectedAvailable: &ten, LowStockThreshold: &two})
+		if err != nil || st.Available != 8 || st.LowStockThreshold == nil || *st.LowStockThreshold != 2 {
+			t.Fatalf("a's set: %+v %v", st, err)
+		}
+		_, _, err = b.svc.SetStock(ctx, "S-1", orders.StockSet{Available: 9, ExpectedAvailable: &ten, LowStockThreshold: &zero})
+		var stale *orders.StaleQuantityError
+		if !errors.As(err, &stale) || stale.Stock.Available != 8 {
+			t.Fatalf("b's set from the same count: %v, want stale-quantity with 8", err)
+		}
+		if st, err := b.svc.Stock(ctx, "S-1"); err != nil || st.Available != 8 || st.LowStockThreshold == nil {
+			t.Fatalf("after b's refused set: %+v %v", st, err)
+		}
+		minus := int64(-1)
+		for _, set := range []orders.StockSet{{Available: 1, ExpectedAvailable: &minus}, {Available: 1, LowStockThreshold: &minus}} {
+			if _, _, err := a.svc.SetStock(ctx, "S-1", set); !errors.Is(err, orders.ErrInvalid) {
+				t.Errorf("set %+v: %v, want invalid", set, err)
+			}
+		}
+	})
+}
+
 // The listings walk every item once, in their order, page by page.
 func TestListings(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, kind string) {

@@ -316,17 +316,36 @@ func (s *Service) replayRestock(ctx context.Context, sku string, r result) (orde
 }
 
 // SetStock sets a SKU's available units to an absolute value, creating the SKU
-// if it is new (then true), and its limit per customer (nil keeps it, 0
-// removes it), under its lock and fence like Restock.
+// if it is new (then true), its limit per customer and its low-stock
+// threshold (nil keeps either, 0 removes it), under its lock and fence like
+// Restock. With set.ExpectedAvailable the store compares and sets in the
+// write's transaction: a SKU whose available stock is not the one expected
+// (0 for a SKU that does not exist) is left as it is, and the answer is a
+// *orders.StaleQuantityError.
 func (s *Service) SetStock(ctx context.Context, sku string, set orders.StockSet) (orders.Stock, bool, error) {
 	err := validStocking(sku, "available", set.Available, 0)
+	var fields []orders.FieldError
 	if m := set.MaxPerCustomer; m != nil && (*m < 0 || *m > orders.MaxPerCustomer) {
-		field := orders.FieldError{Field: "max_per_customer", Message: fmt.Sprintf("must be between 1 and %d, or 0 for no limit", orders.MaxPerCustomer)}
+		fields = append(fields, orders.FieldError{Field: "max_per_customer",
+			Message: fmt.Sprintf("must be between 1 and %d, or 0 for no limit", orders.MaxPerCustomer)})
+	}
+	if t := set.LowStockThreshold; t != nil && (*t < 0 || *t > orders.MaxRestock) {
+		fields = append(fields, orders.FieldError{Field: "low_stock_threshold",
+			Message: fmt.Sprintf("must be between 1 and %d, or 0 for none", orders.MaxRestock)})
+	}
+	if e := set.ExpectedAvailable; e != nil && *e < 0 {
+		fields = append(fields, orders.FieldError{Field: "expected_available", Message: "must be 0 or more"})
+	}
+	if b := set.BackorderLimit; b != nil && (*b < 0 || *b > orders.MaxRestock) {
+		fields = append(fields, orders.FieldError{Field: "backorder_limit",
+			Message: fmt.Sprintf("must be between 0 and %d", orders.MaxRestock)})
+	}
+	if len(fields) > 0 {
 		var v *orders.ValidationError
 		if errors.As(err, &v) {
-			v.Fields = append(v.Fields, field)
+			v.Fields = append(v.Fields, fields...)
 		} else {
-			err = &orders.ValidationError{Fields: []orders.FieldError{field}}
+			err = &orders.ValidationError{Fields: fields}
 		}
 	}
 	if err != nil {
