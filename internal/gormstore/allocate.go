@@ -69,34 +69,50 @@ func (w *endings) addAt(sku, location string, d delta) {
 	w.loc[k] = t
 }
 
-// giveBackAt records a hold's line given back (released, expired, or the
-// part of a confirm left out), location by location.
-func (w *endings) giveBackAt(holdID, sku string, quantity int64) {
-	left := quantity
-	for _, a := range from(w.allocs[holdID], holdID, sku, quantity) {
-		q := min(left, a.Quantity)
-		w.addAt(sku, a.Location, delta{available: q, reserved: -q})
-		left -= q
-	}
+// giveBack is a hold's line an ending gives back (a release, an expiry) or
+// confirms (order set: sold of its quantity sold, the rest given back).
+// Where its units are is read only for a SKU the write finds located.
+type giveBack struct {
+	hold, order, sku string
+	quantity, sold   int64
 }
 
-// confirmAt records a confirm of n units of a hold's line of quantity: n
-// sold where they were held, taken from the hold's locations in location
-// order, the rest given back; the new order's allocations when the hold had
-// some.
-func (w *endings) confirmAt(holdID, orderID, sku string, quantity, n int64) []orders.Allocation {
-	held := w.allocs[holdID]
-	var out []orders.Allocation
-	for _, a := range from(held, holdID, sku, quantity) {
-		sold := min(n, a.Quantity)
-		n -= sold
-		w.addAt(sku, a.Location, delta{available: a.Quantity - sold, reserved: -a.Quantity, sold: sold})
-		if sold > 0 && len(held) > 0 {
-			out = append(out, orders.Allocation{SKU: sku, Location: a.Location, Quantity: sold})
-			w.rows.allocations = append(w.rows.allocations, allocationRow{Owner: orderID, SKU: sku, Location: a.Location, Quantity: sold})
+// endAt records the endings' lines of located SKUs location by location:
+// a confirm's sold units sold where they were held, taken from the hold's
+// locations in location order, the rest given back there; the confirms'
+// orders' allocations (by order id) when their holds had some.
+func (w *endings) endAt(located map[string]bool) (map[string][]orders.Allocation, error) {
+	var holds []string
+	for _, b := range w.backs {
+		if located[b.sku] {
+			holds = append(holds, b.hold)
 		}
 	}
-	return out
+	if len(holds) == 0 {
+		return nil, nil
+	}
+	allocs, err := allocationsOf(w.tx, holds)
+	if err != nil {
+		return nil, err
+	}
+	byOrder := map[string][]orders.Allocation{}
+	for _, b := range w.backs {
+		if !located[b.sku] {
+			continue
+		}
+		held := allocs[b.hold]
+		n := b.sold
+		for _, a := range from(held, b.hold, b.sku, b.quantity) {
+			sold := min(n, a.Quantity)
+			n -= sold
+			w.addAt(b.sku, a.Location, delta{available: a.Quantity - sold, reserved: -a.Quantity, sold: sold})
+			if sold > 0 && len(held) > 0 {
+				byOrder[b.order] = append(byOrder[b.order], orders.Allocation{SKU: b.sku, Location: a.Location, Quantity: sold})
+				w.rows.allocations = append(w.rows.allocations, allocationRow{Owner: b.order, SKU: b.sku, Location: a.Location, Quantity: sold})
+			}
+		}
+	}
+	return byOrder, nil
 }
 
 // allocateAndShift allocates the placements' lines of the located SKUs
@@ -116,6 +132,10 @@ func (w *endings) allocateAndShift(ps []orders.Placement, after map[string]skuRo
 	}
 	if len(located) == 0 {
 		return nil
+	}
+	var err error
+	if w.confirmed, err = w.endAt(located); err != nil {
+		return err
 	}
 	levels, err := levelsOf(w.tx, slices.Sorted(maps.Keys(located)))
 	if err != nil {

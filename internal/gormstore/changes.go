@@ -71,6 +71,11 @@ func (s *Store) writeChanges(tx *gorm.DB, c orders.Changes, fences orders.Fences
 	if err != nil {
 		return nil, nil, err
 	}
+	for i := range out { // where a confirm's units were sold, known once written
+		if o := &out[i].Order; o.ID != "" && out[i].Err == nil {
+			o.Allocations = w.confirmed[o.ID]
+		}
+	}
 	return out, after, nil
 }
 

@@ -51,13 +51,14 @@ type endings struct {
 	lines map[string][]holdLineRow
 	ended []*holdRow // those of holds these endings ended, as they end
 
-	sum      map[string]delta           // the endings' changes of each SKU's counters
-	allocs   map[string][]allocationRow // where each hold's units are, by hold
-	loc      map[skuLoc]delta           // the changes of each SKU's location rows (allocate.go)
-	caps     capTally                   // what the endings give back of the caps' counters
-	events   outbox                     // the placements', then the endings'
-	rows     inserts                    // likewise
-	recorded time.Time
+	sum       map[string]delta               // the endings' changes of each SKU's counters
+	backs     []giveBack                     // the endings' units, to go back or be sold where they are (allocate.go)
+	confirmed map[string][]orders.Allocation // the confirms' orders' allocations, by order id, once written
+	loc       map[skuLoc]delta               // the changes of each SKU's location rows (allocate.go)
+	caps      capTally                       // what the endings give back of the caps' counters
+	events    outbox                         // the placements', then the endings'
+	rows      inserts                        // likewise
+	recorded  time.Time
 }
 
 // endings reads the database's time when a hold is placed or ended, reads and
@@ -97,9 +98,6 @@ func (s *Store) endings(tx *gorm.DB, b orders.Batch, es []orders.Ending, fences 
 	}
 	var err error
 	if w.lines, err = linesOf(tx, ids); err != nil {
-		return nil, err
-	}
-	if w.allocs, err = allocationsOf(tx, ids); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -189,11 +187,7 @@ func (w *endings) confirm(c orders.Confirmation) orders.Ended {
 	id := o.ID
 	for _, l := range lines {
 		n := confirm[l.SKU]
-		if n > 0 {
-			o.Allocations = append(o.Allocations, w.confirmAt(row.ID, id, l.SKU, l.Quantity, n)...)
-		} else {
-			w.giveBackAt(row.ID, l.SKU, l.Quantity)
-		}
+		w.backs = append(w.backs, giveBack{hold: row.ID, order: id, sku: l.SKU, quantity: l.Quantity, sold: n})
 		d := delta{available: l.Quantity - n, reserved: -l.Quantity, sold: n}
 		w.add(l.SKU, d)
 		w.events.add(l.SKU, orders.EventReservationConfirmed, l.Quantity, d, &id, &row.ID)
@@ -258,7 +252,7 @@ func (w *endings) giveBack(row *holdRow, lines []holdLineRow, kind string, typ o
 		w.caps.addUnits(l.SKU, row.ClientID, row.Customer, l.Quantity)
 		d := delta{available: l.Quantity, reserved: -l.Quantity}
 		w.add(l.SKU, d)
-		w.giveBackAt(row.ID, l.SKU, l.Quantity)
+		w.backs = append(w.backs, giveBack{hold: row.ID, sku: l.SKU, quantity: l.Quantity})
 		w.events.add(l.SKU, typ, l.Quantity, d, nil, &lines[i].HoldID)
 		w.rows.ledger = append(w.rows.ledger, ledgerRow{SKU: l.SKU, Delta: l.Quantity, Kind: kind, HoldID: &lines[i].HoldID,
 			Fence: w.fences[l.SKU], CreatedAt: stamp(w.now)})
