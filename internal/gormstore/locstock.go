@@ -407,17 +407,22 @@ func cancelAt(tx *gorm.DB, id string, lines []lineRow, rows map[string]skuRow, e
 	return nil
 }
 
-// Backorders reads the backorder limits of those of skus that have one.
-func (s *Store) Backorders(ctx context.Context, skus []string) (map[string]int64, error) {
+// Backorders reads the available stock of the SKUs that exist, and the
+// backorder limits of those that have one, in one statement.
+func (s *Store) Backorders(ctx context.Context, skus []string) (map[string]int64, map[string]int64, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
 	var rows []skuRow
-	if err := db.Select("sku", "backorder_limit").Where("sku IN ? AND backorder_limit > 0", skus).Find(&rows).Error; err != nil {
-		return nil, unavailable("backorder limits", err)
+	if err := db.Select("sku", "available", "backorder_limit").Where("sku IN ?", skus).Find(&rows).Error; err != nil {
+		return nil, nil, unavailable("available and backorder limits", err)
 	}
-	out := make(map[string]int64, len(rows))
+	available := make(map[string]int64, len(rows))
+	limits := map[string]int64{}
 	for _, r := range rows {
-		out[r.SKU] = r.BackorderLimit
+		available[r.SKU] = r.Available
+		if r.BackorderLimit > 0 {
+			limits[r.SKU] = r.BackorderLimit
+		}
 	}
-	return out, nil
+	return available, limits, nil
 }

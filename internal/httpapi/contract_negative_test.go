@@ -821,8 +821,9 @@ func (s *acceptingStore) SetStock(_ context.Context, sku string, _ orders.StockS
 	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, false, nil
 }
 
-func (s *acceptingStore) Backorders(context.Context, []string) (map[string]int64, error) {
-	return map[string]int64{}, nil
+func (s *acceptingStore) Backorders(ctx context.Context, skus []string) (map[string]int64, map[string]int64, error) {
+	have, err := s.Available(ctx, skus)
+	return have, map[string]int64{}, err
 }
 
 func (s *acceptingStore) StockLocations(context.Context, string) ([]orders.LocationStock, error) {

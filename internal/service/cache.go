@@ -77,11 +77,7 @@ func (s *Service) readStock(ctx context.Context, skus []string) (stockView, erro
 // reload replaces the view with the database's numbers, counting the cached
 // values they contradict.
 func (s *Service) reload(ctx context.Context, v *stockView) error {
-	fresh, err := s.store.Available(ctx, v.skus)
-	if err != nil {
-		return err
-	}
-	limits, err := s.store.Backorders(ctx, v.skus)
+	fresh, limits, err := s.store.Backorders(ctx, v.skus)
 	if err != nil {
 		return err
 	}

@@ -405,11 +405,7 @@ func (s *Service) known(ctx context.Context, items []orders.Item) error {
 	if len(unseen) == 0 {
 		return nil
 	}
-	have, err := s.store.Available(ctx, unseen)
-	if err != nil {
-		return err
-	}
-	limits, err := s.store.Backorders(ctx, unseen)
+	have, limits, err := s.store.Backorders(ctx, unseen)
 	if err != nil {
 		return err
 	}
