@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -181,4 +182,47 @@ func (c *cluster) locatedFigures(sku string, moved, short int) string {
 		out += fmt.Sprintf("; %d transfers moved units into east and west, %d found too few", moved, short)
 	}
 	return out
+}
+
+// locatedLines are the lines (JSON) of a request for sku, stocked in the
+// three locations, and the units they ask for by SKU; one of four shapes:
+// two lines of sku naming two locations; a line that must not be split; a
+// line the service allocates, split as needed; a line of sku and one of
+// another located SKU, each naming a location, in either order (so that
+// requests name the same locations in opposite orders).
+func locatedLines(rng *rand.Rand, sku string, skus []string, located map[string]bool) (string, map[string]int) {
+	line := func(sku string, q int, extra string) string {
+		return fmt.Sprintf(`{"sku":%q,"quantity":%d%s}`, sku, q, extra)
+	}
+	at := func(loc string) string { return fmt.Sprintf(`,"location":%q`, loc) }
+	a := locations[rng.IntN(3)]
+	b := locations[(slices.Index(locations, a)+1+rng.IntN(2))%3]
+	q := 1 + rng.IntN(3)
+	var lines []string
+	units := map[string]int{}
+	switch rng.IntN(4) {
+	case 0:
+		lines = []string{line(sku, 1, at(a)), line(sku, q, at(b))}
+		units[sku] = 1 + q
+	case 1:
+		lines = []string{line(sku, q, `,"split":false`)}
+		units[sku] = q
+	case 2:
+		lines = []string{line(sku, q, "")}
+		units[sku] = q
+	default:
+		other := sku
+		for _, s := range skus {
+			if located[s] && s != sku {
+				other = s
+			}
+		}
+		lines = []string{line(sku, 1, at(a)), line(other, 1, at(b))}
+		units[sku]++
+		units[other]++
+	}
+	if rng.IntN(2) == 0 {
+		slices.Reverse(lines)
+	}
+	return "[" + strings.Join(lines, ",") + "]", units
 }
