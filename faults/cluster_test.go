@@ -169,10 +169,13 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	}
 	c.lb = startBalancer(t, o.replicas)
 	c.replicas = make([]*replica, o.replicas)
+	// Before the balancer, Redis and the schema go; registered before the
+	// replicas start, so that those started are stopped when a later one
+	// fails to start (they were left running, holding their sessions).
+	t.Cleanup(c.stopAll)
 	for i := range o.replicas {
 		c.start(i, 0)
 	}
-	t.Cleanup(c.stopAll) // before the balancer, Redis and the schema go
 	c.overlap = startOverlapSampler(t, c.db, c.appPrefix())
 	stopScrape := c.scrapeEvery(250 * time.Millisecond)
 	t.Cleanup(stopScrape)
@@ -390,6 +393,9 @@ func (c *cluster) restart(r *replica) *replica { return c.start(r.idx, r.gen+1) 
 func (c *cluster) stopAll() {
 	var wg sync.WaitGroup
 	for _, r := range c.all() {
+		if r == nil { // never started
+			continue
+		}
 		wg.Go(func() {
 			if r.paused.Load() {
 				_ = r.cmd.Process.Signal(syscall.SIGCONT)

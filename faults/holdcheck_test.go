@@ -123,6 +123,7 @@ func (c *cluster) checkHolds(r *result, book *holdBook, skus []string, outs ...o
 				st.SKU, st.Stocked, st.Available, st.Held, st.Sold)
 		}
 	}
+	c.checkLocations(ctx) // and per location
 
 	// I2 for what the clients were answered 201: plain orders and confirms.
 	acked := slices.Clone(book.orders)

@@ -176,8 +176,13 @@ func itemsJSON(units map[string]int) string {
 
 // placeHold asks for a hold of units for ttl; nil when refused or undecided.
 func (b *holdBook) placeHold(ctx context.Context, base string, units map[string]int, ttl time.Duration, key string) *heldAs {
+	return b.placeHoldItems(ctx, base, itemsJSON(units), units, ttl, key)
+}
+
+// placeHoldItems is placeHold of lines items (JSON), which ask for units.
+func (b *holdBook) placeHoldItems(ctx context.Context, base, items string, units map[string]int, ttl time.Duration, key string) *heldAs {
 	start := time.Now()
-	rep, ok := b.ask(ctx, base, "/v1/reservations", fmt.Sprintf(`{"items":%s,"ttl":%q}`, itemsJSON(units), ttl.String()), key)
+	rep, ok := b.ask(ctx, base, "/v1/reservations", fmt.Sprintf(`{"items":%s,"ttl":%q}`, items, ttl.String()), key)
 	switch {
 	case !ok:
 		return nil
@@ -247,9 +252,9 @@ func (b *holdBook) release(ctx context.Context, base string, h *heldAs) {
 	})
 }
 
-// placeOrder places a plain order of units.
-func (b *holdBook) placeOrder(ctx context.Context, base string, units map[string]int, key string) {
-	rep, ok := b.ask(ctx, base, "/v1/orders", fmt.Sprintf(`{"items":%s}`, itemsJSON(units)), key)
+// placeOrderItems places a plain order of lines items (JSON).
+func (b *holdBook) placeOrderItems(ctx context.Context, base, items, key string) {
+	rep, ok := b.ask(ctx, base, "/v1/orders", fmt.Sprintf(`{"items":%s}`, items), key)
 	if !ok {
 		return
 	}
@@ -304,6 +309,13 @@ func (c *cluster) startHoldStream(skus []string, d time.Duration, workers int) *
 
 // startHoldStreamWith is startHoldStream recording into book.
 func (c *cluster) startHoldStreamWith(book *holdBook, skus []string, d time.Duration, workers int) *holdStream {
+	return c.startLocatedHoldStream(book, skus, nil, d, workers)
+}
+
+// startLocatedHoldStream is startHoldStreamWith whose lines of the SKUs in
+// located (stocked in the three locations) name locations or refuse a split
+// (locatedLines).
+func (c *cluster) startLocatedHoldStream(book *holdBook, skus []string, located map[string]bool, d time.Duration, workers int) *holdStream {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	s := &holdStream{c: c, book: book, stop: cancel}
 	c.t.Cleanup(func() { cancel(); s.wg.Wait() })
@@ -314,10 +326,16 @@ func (c *cluster) startHoldStreamWith(book *holdBook, skus []string, d time.Dura
 			opCtx := context.WithoutCancel(ctx)
 			for i := 0; i < 5000 && ctx.Err() == nil; i++ {
 				units := map[string]int{skus[rng.IntN(len(skus))]: 1 + rng.IntN(3)}
+				items := itemsJSON(units)
+				for sku := range units {
+					if located[sku] {
+						items, units = locatedLines(rng, sku, skus, located)
+					}
+				}
 				key := fmt.Sprintf("%s-w%d-%d", c.id, w, i)
 				if rng.IntN(10) < 3 {
-					s.book.placeOrder(opCtx, c.lb.url, units, key)
-				} else if h := s.book.placeHold(opCtx, c.lb.url, units, holdTTL, key); h != nil {
+					s.book.placeOrderItems(opCtx, c.lb.url, items, key)
+				} else if h := s.book.placeHoldItems(opCtx, c.lb.url, items, units, holdTTL, key); h != nil {
 					switch n := rng.IntN(20); {
 					case n < 5:
 						hold(time.Duration(rng.Int64N(int64(holdTTL / 2)))) // the shopper's time to pay

@@ -138,13 +138,18 @@ func TestSweeperLeaderPaused(t *testing.T) {
 
 // The sweeper's leader killed (SIGKILL) while holds fall due: another replica
 // leads and sweeps within one lease (I5 for the sweeper), and every hold is
-// swept in time (I6).
+// swept in time (I6). Two of the four SKUs are stocked in three locations
+// (40 units moved to each of east and west), and the stream's lines of them
+// name locations, refuse a split or are split (locatedLines): the holds'
+// checks run on located SKUs and on SKUs of one location at once.
 func TestSweeperLeaderKilled(t *testing.T) {
 	r := &result{Fault: "sweeper-kill"}
 	record(t, r)
 	c := newHoldsCluster(t)
 	skus := c.stockSKUs("sk", 4, 150)
-	s := c.startHoldStream(skus, streamFor, 6)
+	c.addLocations()
+	c.locate(skus[:2], 40)
+	s := c.startLocatedHoldStream(newHoldBook(), skus, map[string]bool{skus[0]: true, skus[1]: true}, streamFor, 6)
 	x := c.waitSweeping()
 
 	t0 := time.Now()
@@ -154,7 +159,7 @@ func TestSweeperLeaderKilled(t *testing.T) {
 
 	f := c.checkHolds(r, s.wait(), skus)
 	r.recovered(k.leadBy)
-	r.Detail = fmt.Sprintf("leader %s killed; %s; restarted", x, k)
+	r.Detail = fmt.Sprintf("leader %s killed; %s; restarted; %s; %s", x, k, c.locatedFigures(skus[0], 0, 0), c.locatedFigures(skus[1], 0, 0))
 	checkTakeover(t, k, "leader killed")
 	if f.Expired == 0 || f.Confirmed == 0 {
 		t.Errorf("the stream proves little: %s", f)

@@ -19,14 +19,26 @@ import (
 // STOCKGUARD_FAULTS_SEED replays the same sequence of faults, targets and
 // lengths (not the same interleavings: the machine schedules those). Clients
 // that lose answers and retry run all along.
-func TestSeededFaultMix(t *testing.T) {
+func TestSeededFaultMix(t *testing.T) { seededMix(t, "mix", false) }
+
+// The same mix with the hot SKU stocked in three locations (issue 41): once
+// the load runs, 40 units are moved to each of east and west, which
+// allocation takes first, and an operator goes on moving a unit or two into
+// them every 100ms, so that the load's lines split over the three as they
+// run out. Verified as the mix is, and per location in the database.
+func TestSeededFaultMixLocations(t *testing.T) { seededMix(t, "mix-locations", true) }
+
+func seededMix(t *testing.T, fault string, located bool) {
 	seed, d := mixSeed(t), mixDuration(t)
 	t.Logf("STOCKGUARD_FAULTS_SEED=%d STOCKGUARD_FAULTS_DURATION=%s", seed, d)
-	r := &result{Fault: "mix", Seed: strconv.FormatUint(seed, 10)}
+	r := &result{Fault: fault, Seed: strconv.FormatUint(seed, 10)}
 	record(t, r)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	c := newCluster(t, clusterOptions{replicas: 3, links: true})
+	if located {
+		c.addLocations()
+	}
 	load := c.startLoad(d+5*time.Second, loadVUs)
 	start := time.Now()
 	load.waitTraffic(100)
@@ -35,6 +47,11 @@ func TestSeededFaultMix(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { p.run(ctx, 400, 150*time.Millisecond) })
+	var moved, short int
+	if located {
+		c.locate([]string{c.hot}, 40)
+		wg.Go(func() { moved, short = c.feedLocations(ctx, c.hot, 1000, 100*time.Millisecond, seed) })
+	}
 
 	kinds := []string{"pause", "kill", "redis-restart", "redis-stall", "link-slow", "link-cut", "link-reset", "db-terminate"}
 	count := map[string]int{}
@@ -108,6 +125,9 @@ func TestSeededFaultMix(t *testing.T) {
 		r.recovered(worst[k])
 	}
 	r.Detail = strings.Join(parts, ", ") + "; " + r.Detail
+	if located {
+		r.Detail += "; " + c.locatedFigures(c.hot, moved, short)
+	}
 	if len(log) == 0 {
 		t.Errorf("no fault was injected in %s", d)
 	}

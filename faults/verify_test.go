@@ -267,6 +267,7 @@ func (c *cluster) verify(r *result, s loadSummary) {
 			t.Errorf("I1 in the database, %s: stocked %d - sold %d - reserved %d != available %d", st.SKU, st.Stocked, st.Sold, st.Held, st.Available)
 		}
 	}
+	c.checkLocations(ctx) // and per location
 	for _, id := range c.missingFromDB(ctx, ids) {
 		missing[id] = true
 	}
