@@ -132,14 +132,19 @@ func (w *endings) write(ps []orders.Placement) (map[string]int64, error) {
 	changes := w.changes(ps)
 	returned := map[string]skuRow{}
 	for i, c := range changes {
-		n, err := w.store.shiftBy(w.tx, c.sku, c.d, c.atLeast(), c.held, w.fences[c.sku], w.events.count[c.sku], returned)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
+		for try := 1; ; try++ {
+			n, err := w.store.shiftBy(w.tx, c.sku, c.d, c.atLeast(), c.held, w.fences[c.sku], w.events.count[c.sku], returned)
+			if err != nil {
+				return nil, err
+			}
+			if n > 0 {
+				break
+			}
 			// The SKUs before this one were updated in this transaction (their
 			// fence is now the caller's own): only this one and the rest are judged.
-			return nil, whyRefused(w.tx, changes[i:], w.fences)
+			if err := whyRefused(w.tx, changes[i:], w.fences); !errors.Is(err, errNoVisibleReason) || try == guardTries {
+				return nil, err
+			}
 		}
 	}
 	// The counters after, and so the events, are known now (on PostgreSQL
@@ -248,7 +253,16 @@ func whyRefused(tx *gorm.DB, changes []skuChange, fences orders.Fences) error {
 		}
 	}
 	if len(short.SKUs) == 0 {
-		return errors.New("guarded update refused for no visible reason")
+		return errNoVisibleReason
 	}
 	return short
 }
+
+// errNoVisibleReason is a guarded update refused on stock that, read again,
+// is enough: a write without the SKU's lock (db-atomic's, redis-atomic's)
+// gave units back between the two. The update is tried again.
+var errNoVisibleReason = errors.New("guarded update refused for no visible reason")
+
+// guardTries bounds the tries of one SKU's guarded update that keep being
+// refused for no visible reason.
+const guardTries = 3

@@ -104,6 +104,13 @@ func testLocationSet(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	wantLocations(t, s, "A-1", "berlin:1/0/0 default:1/0/0 ")
+	// With no token (lock-polling's), a new SKU, and a set that changes nothing.
+	for range 2 {
+		if _, _, err := s.SetLocationStock(ctx, "N-1", "berlin", orders.StockSet{Available: 2}, orders.NoFence); err != nil {
+			t.Fatalf("a set with no fence: %v", err)
+		}
+	}
+	wantLocations(t, s, "N-1", "berlin:2/0/0 default:0/0/0 ")
 	// A stale fence is refused before anything is read.
 	if _, _, err := s.SetLocationStock(ctx, "A-1", "berlin", orders.StockSet{Available: 9}, 7); !errors.Is(err, orders.ErrStaleFence) {
 		t.Fatalf("stale fence: %v", err)

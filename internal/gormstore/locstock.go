@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -155,8 +156,14 @@ func (s *Store) atLocation(tx *gorm.DB, sku, location string, fence int64, event
 		return orders.Stock{}, false, err
 	}
 	// The fenced shift first, by nothing: it takes the SKU's row lock and
-	// refuses a stale holder before anything is read under it.
-	if err := s.shift(tx, sku, delta{}, fence, 0, nil); err != nil {
+	// refuses a stale holder before anything is read under it. With no
+	// token it would change nothing (MySQL then counts no row): the lock is
+	// taken by a locking read.
+	if fence != orders.NoFence {
+		if err := s.shift(tx, sku, delta{}, fence, 0, nil); err != nil {
+			return orders.Stock{}, false, err
+		}
+	} else if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("sku = ?", sku).Take(&skuRow{}).Error; err != nil {
 		return orders.Stock{}, false, err
 	}
 	if err := locate(tx, sku, location); err != nil {
@@ -176,8 +183,10 @@ func (s *Store) atLocation(tx *gorm.DB, sku, location string, fence int64, event
 	if err != nil {
 		return orders.Stock{}, false, err
 	}
-	if err := s.shift(tx, sku, d, orders.NoFence, events.count[sku], nil); err != nil {
-		return orders.Stock{}, false, err
+	if d != (delta{}) || events.count[sku] > 0 { // else no change: MySQL would count no row
+		if err := s.shift(tx, sku, d, orders.NoFence, events.count[sku], nil); err != nil {
+			return orders.Stock{}, false, err
+		}
 	}
 	if ok, err := shiftLocation(tx, sku, location, d); err != nil || !ok {
 		return orders.Stock{}, false, cmpErr(err, fmt.Errorf("sku %s at %s: counts cannot change by %+v", sku, location, d))

@@ -128,28 +128,6 @@ func checkAllocated(t *testing.T, what string, shape int, lines []orders.Item, a
 	}
 }
 
-// locatedRaceBug names the bug that fails TestLocatedHotSKUNeverOversells on
-// kind and strategy, or is "" when none is known. Remove a case with the
-// fix of its bug.
-func locatedRaceBug(kind string, strategy orders.Strategy) string {
-	switch {
-	case kind == "mysql" && strategy == orders.StrategyLockPolling:
-		// The write of stock in a location first shifts the SKU's row by
-		// nothing (atLocation); with no fence (lock-polling's) and the same
-		// updated_at (a SKU created in the same transaction, or within the
-		// clock's resolution), MySQL counts the row unchanged, and shift
-		// answers "sku H: reserved 0 cannot change by 0".
-		return "on MySQL, SetLocationStock with no fence fails: reserved 0 cannot change by 0"
-	case kind != "sqlite" && (strategy == orders.StrategyDBAtomic || strategy == orders.StrategyRedisAtomic):
-		// With no lock, the guarded update of a SKU refused for want of
-		// stock is explained by whyRefused's second read, which sees a
-		// release or cancel committed between the two: available is then
-		// enough, and the placement fails with an error (503).
-		return "with no lock, an order refused while units come back fails: guarded update refused for no visible reason"
-	}
-	return ""
-}
-
 // The ways a hold ends in TestLocatedHotSKUNeverOversells.
 const (
 	endRelease = iota
@@ -216,9 +194,6 @@ func (tl *told) endHold(ctx context.Context, t *testing.T, svc *service.Service,
 // detection) or the test's deadline.
 func TestLocatedHotSKUNeverOversells(t *testing.T) {
 	forEachSafeStrategy(t, func(t *testing.T, kind string, strategy orders.Strategy) {
-		if why := locatedRaceBug(kind, strategy); why != "" {
-			t.Skip("a bug to fix, this test's failure until then: " + why)
-		}
 		w := newClockWorld(t, kind)
 		reps := []*replica{w.replicaOf(t, strategy, nil), w.replicaOf(t, strategy, nil), w.replicaOf(t, strategy, nil)}
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
