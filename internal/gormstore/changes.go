@@ -79,6 +79,7 @@ type skuChange struct {
 	sku  string
 	d    delta
 	take int64
+	held int64 // of take, what holds take
 }
 
 // atLeast is the available stock the change needs before it: the
@@ -97,7 +98,7 @@ func (w *endings) changes(ps []orders.Placement) []skuChange {
 	by := map[string]*skuChange{}
 	for _, t := range totalsOf(ps) {
 		n := t.sold + t.reserved
-		by[t.sku] = &skuChange{sku: t.sku, take: n, d: delta{available: -n, reserved: t.reserved, sold: t.sold}}
+		by[t.sku] = &skuChange{sku: t.sku, take: n, held: t.reserved, d: delta{available: -n, reserved: t.reserved, sold: t.sold}}
 	}
 	for sku, d := range w.sum {
 		c := by[sku]
@@ -124,7 +125,7 @@ func (w *endings) write(ps []orders.Placement) (map[string]int64, error) {
 	changes := w.changes(ps)
 	returned := map[string]skuRow{}
 	for i, c := range changes {
-		n, err := w.store.shiftBy(w.tx, c.sku, c.d, c.atLeast(), w.fences[c.sku], w.events.count[c.sku], returned)
+		n, err := w.store.shiftBy(w.tx, c.sku, c.d, c.atLeast(), c.held, w.fences[c.sku], w.events.count[c.sku], returned)
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +233,7 @@ func whyRefused(tx *gorm.DB, changes []skuChange, fences orders.Fences) error {
 		switch {
 		case !ok && c.take == 0:
 			return fmt.Errorf("sku %s: %w", c.sku, gorm.ErrRecordNotFound) // an ending's SKU that is not there
-		case !ok || r.Available < c.atLeast():
+		case !ok || r.Available+r.BackorderLimit < c.atLeast() || r.Available < c.held:
 			short.SKUs = append(short.SKUs, c.sku)
 			short.Available[c.sku] = max(r.Available, 0)
 		case r.Reserved+c.d.reserved < 0:

@@ -25,7 +25,7 @@ type delta struct{ available, reserved, sold, stocked int64 }
 // Where the database can (returning), the update returns the row as it left
 // it, into after, so that the write need not read it again.
 func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64, after map[string]skuRow) error {
-	n, err := s.shiftBy(tx, sku, d, -d.available, fence, events, after)
+	n, err := s.shiftBy(tx, sku, d, -d.available, 0, fence, events, after)
 	if err != nil || n == 1 {
 		return err
 	}
@@ -36,20 +36,27 @@ func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64, aft
 	if fence != orders.NoFence && row.Fence >= fence {
 		return &orders.StaleFenceError{SKU: sku, Token: fence, Last: row.Fence}
 	}
-	if row.Available+d.available < 0 {
+	if row.Available+row.BackorderLimit+d.available < 0 {
 		return &orders.InsufficientStockError{SKUs: []string{sku}, Available: map[string]int64{sku: max(row.Available, 0)}}
 	}
 	return fmt.Errorf("sku %s: reserved %d cannot change by %d", sku, row.Reserved, d.reserved)
 }
 
-// shiftBy is shift's guarded update, with available guarded to be at least
-// atLeast before it (-d.available: never below zero after it, unless a write
-// asks for more); it returns how many rows it changed (0: refused).
-func (s *Store) shiftBy(tx *gorm.DB, sku string, d delta, atLeast, fence, events int64, after map[string]skuRow) (int64, error) {
+// shiftBy is shift's guarded update, with available plus the SKU's
+// backorder limit guarded to be at least atLeast before it (-d.available:
+// never below minus the limit after it, unless a write asks for more), and
+// available itself at least held (what holds take: they set aside units
+// that are there, never backordered ones); it returns how many rows it
+// changed (0: refused).
+func (s *Store) shiftBy(tx *gorm.DB, sku string, d delta, atLeast, held, fence, events int64, after map[string]skuRow) (int64, error) {
 	set := "available = available + ?, reserved = reserved + ?, sold = sold + ?, stocked = stocked + ?, event_seq = event_seq + ?, updated_at = ?"
 	args := []any{d.available, d.reserved, d.sold, d.stocked, events, s.now()}
-	where := " WHERE sku = ? AND available >= ? AND reserved >= ?"
+	where := " WHERE sku = ? AND available + backorder_limit >= ? AND reserved >= ?"
 	wargs := []any{sku, atLeast, -d.reserved}
+	if held > 0 {
+		where += " AND available >= ?"
+		wargs = append(wargs, held)
+	}
 	if fence != orders.NoFence {
 		set += ", fence = ?"
 		args = append(args, fence)
@@ -60,7 +67,7 @@ func (s *Store) shiftBy(tx *gorm.DB, sku string, d delta, atLeast, fence, events
 }
 
 // skuColumns are what an update of skus returns, where it can.
-const skuColumns = " RETURNING sku, available, reserved, sold, stocked, fence, event_seq, locations, low_stock_threshold"
+const skuColumns = " RETURNING sku, available, reserved, sold, stocked, fence, event_seq, locations, low_stock_threshold, backorder_limit"
 
 // returning says whether the database returns the rows an UPDATE changed
 // (MySQL does not; MariaDB's RETURNING is for INSERT and DELETE only).

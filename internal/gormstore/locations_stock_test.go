@@ -272,3 +272,46 @@ func testTransfer(t *testing.T, kind string) {
 	wantLocations(t, s, "T", "a:3/0/0 default:2/0/0 ")
 	consistent(t, s)
 }
+
+// Orders sell up to the backorder limit beyond what is available, and no
+// more; holds never backorder; a restock fills what is owed first; the
+// database refuses a row owing more than its limit.
+func TestBackorders(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			s, _ := newStore(t, kind)
+			ctx := context.Background()
+			mustRestock(t, s, "B", 2, 1)
+			if err := s.DB().Exec("UPDATE skus SET backorder_limit = 3 WHERE sku = 'B'").Error; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := place(s, order("o1", orders.Item{SKU: "B", Quantity: 4}), nil, ""); err != nil {
+				t.Fatalf("an order 2 beyond what is available, under a limit of 3: %v", err)
+			}
+			wantStock(t, s, orders.Stock{SKU: "B", Sold: 4, Stocked: 2, BackorderLimit: 3, Backordered: 2})
+			if _, err := place(s, order("o2", orders.Item{SKU: "B", Quantity: 2}), nil, ""); !errors.Is(err, orders.ErrInsufficientStock) {
+				t.Fatalf("an order past the limit: %v", err)
+			}
+			if _, err := hold(s, "h1", time.Minute, nil, "", orders.Item{SKU: "B", Quantity: 1}); !errors.Is(err, orders.ErrInsufficientStock) {
+				t.Fatalf("a hold of a backordered unit: %v", err)
+			}
+			if _, err := place(s, order("o3", orders.Item{SKU: "B", Quantity: 1}), nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DB().Exec("UPDATE skus SET available = available - 1 WHERE sku = 'B'").Error; err == nil {
+				t.Fatal("the database let a SKU owe more than its limit")
+			}
+			consistent(t, s)
+			// A restock fills the 3 owed first; a cancel gives back.
+			if _, err := s.RestockOnce(ctx, "B", 5, 2, orders.Keyed{}); err != nil {
+				t.Fatal(err)
+			}
+			wantStock(t, s, orders.Stock{SKU: "B", Available: 2, Sold: 5, Stocked: 7, BackorderLimit: 3})
+			if _, _, err := s.Cancel(ctx, "o1", nil, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			wantStock(t, s, orders.Stock{SKU: "B", Available: 6, Sold: 1, Stocked: 7, BackorderLimit: 3})
+			consistent(t, s)
+		})
+	}
+}

@@ -382,3 +382,18 @@ func cancelAt(tx *gorm.DB, id string, lines []lineRow, rows map[string]skuRow) e
 	}
 	return nil
 }
+
+// Backorders reads the backorder limits of those of skus that have one.
+func (s *Store) Backorders(ctx context.Context, skus []string) (map[string]int64, error) {
+	db, cancel := s.conn(ctx)
+	defer cancel()
+	var rows []skuRow
+	if err := db.Select("sku", "backorder_limit").Where("sku IN ? AND backorder_limit > 0", skus).Find(&rows).Error; err != nil {
+		return nil, unavailable("backorder limits", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.SKU] = r.BackorderLimit
+	}
+	return out, nil
+}

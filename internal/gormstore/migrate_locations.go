@@ -27,10 +27,34 @@ func migrateV11(tx *gorm.DB) error {
 		func() error { return m.AddColumn(&skuRow{}, "Locations") },
 		func() error { return m.AddColumn(&skuRow{}, "LowStockThreshold") },
 		func() error { return m.AddColumn(&eventRow{}, "Location") },
+		func() error { return m.AddColumn(&skuRow{}, "BackorderLimit") },
+		func() error { return backorderCheck(tx) },
 	}
 	for i, step := range steps {
 		if err := step(); err != nil {
 			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// backorderCheck lets a SKU's available go below 0 by up to its backorder
+// limit: chk_skus_available becomes available + backorder_limit >= 0.
+// SQLite cannot alter a constraint: GORM rebuilds the table.
+func backorderCheck(tx *gorm.DB) error {
+	if tx.Name() == "sqlite" {
+		m := tx.Migrator()
+		if err := m.DropConstraint(&skuRowV1{}, "chk_skus_available"); err != nil {
+			return err
+		}
+		return m.CreateConstraint(&skuRow{}, "chk_skus_available")
+	}
+	for _, q := range []string{
+		"ALTER TABLE skus DROP CONSTRAINT chk_skus_available",
+		"ALTER TABLE skus ADD CONSTRAINT chk_skus_available CHECK (available + backorder_limit >= 0)",
+	} {
+		if err := tx.Exec(q).Error; err != nil {
+			return err
 		}
 	}
 	return nil

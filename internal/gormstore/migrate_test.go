@@ -177,3 +177,73 @@ func TestMigrationMakesTheIdThePosition(t *testing.T) {
 		})
 	}
 }
+
+// A database of schema 10, with stock, an order, a hold and events, migrates
+// to locations with its stock in the default location, unmoved: the SKU's own
+// row is that location's counts until another location stocks it; then the
+// old order and hold end in the default location.
+func TestMigrationPutsTheStockInTheDefaultLocation(t *testing.T) {
+	for _, kind := range testenv.DatabaseKinds() {
+		t.Run(kind, func(t *testing.T) {
+			db := openDB(t, kind)
+			ctx := context.Background()
+			if _, err := gormstore.MigrateTo(ctx, db, 10); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			// 10 stocked: 3 sold to o1, 2 held by h1, 5 available.
+			for _, q := range []string{
+				`INSERT INTO skus (sku, available, stocked, sold, reserved, fence, event_seq, updated_at) VALUES ('A-1', 5, 10, 3, 2, 4, 3, ?)`,
+				`INSERT INTO orders (id, status, created_at) VALUES ('o1', 'placed', ?)`,
+				`INSERT INTO order_lines (order_id, sku, quantity) VALUES ('o1', 'A-1', 3)`,
+				`INSERT INTO reservations (id, status, created_at, expires_at) VALUES ('h1', 'held', ?, ?)`,
+				`INSERT INTO reservation_lines (reservation_id, sku, quantity) VALUES ('h1', 'A-1', 2)`,
+				`INSERT INTO stock_ledger (sku, delta, kind, fence, created_at) VALUES ('A-1', 10, 'restock', 1, ?), ('A-1', -3, 'sale', 2, ?), ('A-1', -2, 'hold', 3, ?)`,
+				`INSERT INTO stock_events (sku, seq, type, quantity, d_available, d_reserved, d_sold, d_stocked, available, reserved, sold, stocked, created_at)
+				 VALUES ('A-1', 1, 'stock.restocked', 10, 10, 0, 0, 10, 10, 0, 0, 10, ?), ('A-1', 2, 'order.placed', 3, -3, 0, 3, 0, 7, 0, 3, 10, ?),
+				        ('A-1', 3, 'reservation.created', 2, -2, 2, 0, 0, 5, 2, 3, 10, ?)`,
+			} {
+				args := make([]any, strings.Count(q, "?"))
+				for i := range args {
+					args[i] = now
+				}
+				if strings.Contains(q, "reservations") {
+					args[1] = now.Add(time.Hour)
+				}
+				if err := db.Exec(q, args...).Error; err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if n, err := gormstore.Migrate(ctx, db); err != nil || n != gormstore.MigrationsAfter(10) {
+				t.Fatalf("migrate: %d applied, %v", n, err)
+			}
+			s := gormstore.New(db, time.Now, 10*time.Second).WithSettleAfter(time.Millisecond)
+			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 5, Held: 2, Sold: 3, Stocked: 10})
+			wantLocations(t, s, "A-1", "") // no rows: all in the default location
+			if _, err := s.Settle(ctx, orders.Leader{}); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := s.Events(ctx, 0, 10)
+			if err != nil || len(evs) != 3 || evs[2].Type != orders.EventReservationCreated {
+				t.Fatalf("events after the migration: %+v %v", evs, err)
+			}
+			consistent(t, s)
+			// Another location stocks it: the default location's row is the SKU's counts.
+			addLocation(t, s, "berlin", 1, true)
+			if _, _, err := s.SetLocationStock(ctx, "A-1", "berlin", orders.StockSet{Available: 4}, 5); err != nil {
+				t.Fatal(err)
+			}
+			wantLocations(t, s, "A-1", "berlin:4/0/0 default:5/2/3 ")
+			// The old hold confirms, and the old order cancels, in the default location.
+			if _, _, err := s.Confirm(ctx, orders.Confirmation{HoldID: "h1", Order: order("o2", orders.Item{SKU: "A-1", Quantity: 1})}, orders.Fences{"A-1": 6}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Cancel(ctx, "o1", orders.Fences{"A-1": 7}, now); err != nil {
+				t.Fatal(err)
+			}
+			wantLocations(t, s, "A-1", "berlin:4/0/0 default:9/0/1 ")
+			wantStock(t, s, orders.Stock{SKU: "A-1", Available: 13, Sold: 1, Stocked: 14})
+			consistent(t, s)
+		})
+	}
+}

@@ -7,7 +7,9 @@ import "time"
 
 type skuRow struct {
 	SKU       string `gorm:"column:sku;primaryKey;size:64"`
-	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available >= 0"`
+	// Available is negative while units are owed to backorders, never below
+	// minus the SKU's backorder limit (chk_skus_available).
+	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available + backorder_limit >= 0"`
 	Stocked   int64  `gorm:"column:stocked;not null;default:0"`   // all stock ever added
 	Sold      int64  `gorm:"column:sold;not null;default:0"`      // the quantity of live orders
 	Reserved  int64  `gorm:"column:reserved;not null;default:0"`  // the units of live holds
@@ -23,6 +25,9 @@ type skuRow struct {
 	// LowStockThreshold is the available stock below which the SKU is low
 	// (sku.low_stock); nil: none.
 	LowStockThreshold *int64 `gorm:"column:low_stock_threshold"`
+	// BackorderLimit is how many units orders may sell beyond what is
+	// available (0: none).
+	BackorderLimit int64 `gorm:"column:backorder_limit;not null;default:0"`
 }
 
 func (skuRow) TableName() string { return "skus" }

@@ -188,8 +188,9 @@ func (s *Store) Stock(ctx context.Context, sku string) (orders.Stock, error) {
 }
 
 func (r skuRow) stock() orders.Stock {
-	return orders.Stock{SKU: r.SKU, Available: r.Available, Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked,
-		MaxPerCustomer: r.MaxPerCustomer}
+	return orders.Stock{SKU: r.SKU, Available: max(r.Available, 0), Held: r.Reserved, Sold: r.Sold, Stocked: r.Stocked,
+		MaxPerCustomer: r.MaxPerCustomer, LowStockThreshold: r.LowStockThreshold,
+		BackorderLimit: r.BackorderLimit, Backordered: max(-r.Available, 0)}
 }
 
 // Stocks returns every SKU's counters, sorted by SKU.

@@ -821,6 +821,10 @@ func (s *acceptingStore) SetStock(_ context.Context, sku string, _ orders.StockS
 	return orders.Stock{SKU: sku, Available: 1000, Stocked: 1000}, false, nil
 }
 
+func (s *acceptingStore) Backorders(context.Context, []string) (map[string]int64, error) {
+	return map[string]int64{}, nil
+}
+
 func (s *acceptingStore) StockLocations(context.Context, string) ([]orders.LocationStock, error) {
 	return nil, nil
 }

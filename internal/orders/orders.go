@@ -99,6 +99,13 @@ type Stock struct {
 	// MaxPerCustomer is the most units of the SKU one customer of a client
 	// may have in live holds and orders (I9); nil: no limit.
 	MaxPerCustomer *int64 `json:"max_per_customer,omitempty"`
+	// BackorderLimit is how many units orders may sell beyond what is
+	// available; Backordered how many they have sold so (units owed: a
+	// restock fills them first). Then I1 reads stocked + backordered ==
+	// available + reserved + sold, and never more than stocked plus the
+	// limit is sold or held.
+	BackorderLimit int64 `json:"backorder_limit,omitempty"`
+	Backordered    int64 `json:"backordered,omitempty"`
 	// LowStockThreshold is the available stock below which the SKU is low
 	// (the event sku.low_stock); nil: none.
 	LowStockThreshold *int64 `json:"low_stock_threshold,omitempty"`
@@ -176,8 +183,9 @@ func (a Audit) WithHolds(h HoldAudit) Audit {
 func NewAudit(stocks []Stock, recounts map[string]Stock) Audit {
 	a := Audit{SKUs: make([]SKUAudit, 0, len(stocks)), Consistent: true, Deep: recounts != nil}
 	for _, s := range stocks {
-		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold+s.Held-s.Stocked),
-			Consistent: s.Stocked == s.Available+s.Held+s.Sold && s.Available >= 0 && s.Held >= 0}
+		sa := SKUAudit{Stock: s, Oversold: max(0, s.Sold+s.Held-s.Stocked-s.BackorderLimit),
+			Consistent: s.Stocked+s.Backordered == s.Available+s.Held+s.Sold && s.Available >= 0 && s.Held >= 0 &&
+				s.Backordered >= 0 && (s.Backordered == 0 || s.Available == 0)}
 		if recounts != nil {
 			r := recounts[s.SKU]
 			sa.Recounted = &r

@@ -98,6 +98,8 @@ type Store interface {
 	// Expired lists up to limit holds past their expiry and not yet swept, the
 	// earliest first.
 	Expired(ctx context.Context, limit int) ([]Reservation, error)
+	// Backorders reads the backorder limits of those of skus that have one.
+	Backorders(ctx context.Context, skus []string) (map[string]int64, error)
 	// StockLocations reads a SKU's counts per location; none while all its
 	// stock is in the default location (its counts are then the SKU's).
 	StockLocations(ctx context.Context, sku string) ([]LocationStock, error)

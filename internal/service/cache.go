@@ -16,12 +16,40 @@ type stockView struct {
 	available map[string]int64
 	loaded    map[string]int64
 	fromDB    bool // every value is the database's
+	// limits are the backorder limits of those of the SKUs that have one, as
+	// this replica last read them (reload reads them again).
+	limits map[string]int64
+}
+
+// limitsOf are the backorder limits of those of skus that have one, as this
+// replica last read them; nil when none has.
+func (s *Service) limitsOf(skus []string) map[string]int64 {
+	var out map[string]int64
+	for _, sku := range skus {
+		if v, ok := s.skus.Load(sku); ok {
+			if n, ok := v.(int64); ok && n > 0 {
+				if out == nil {
+					out = map[string]int64{}
+				}
+				out[sku] = n
+			}
+		}
+	}
+	return out
+}
+
+// learnLimits records the SKUs' backorder limits (limits: those that have
+// one; the others have none).
+func (s *Service) learnLimits(skus []string, limits map[string]int64) {
+	for _, sku := range skus {
+		s.skus.Store(sku, limits[sku])
+	}
 }
 
 // readStock reads the cache and loads what it misses from the database. SKUs
 // that do not exist have no value.
 func (s *Service) readStock(ctx context.Context, skus []string) (stockView, error) {
-	v := stockView{skus: skus}
+	v := stockView{skus: skus, limits: s.limitsOf(skus)}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	out, err := s.cache.Get(cctx, skus)
 	cancel()
@@ -53,6 +81,12 @@ func (s *Service) reload(ctx context.Context, v *stockView) error {
 	if err != nil {
 		return err
 	}
+	limits, err := s.store.Backorders(ctx, v.skus)
+	if err != nil {
+		return err
+	}
+	s.learnLimits(v.skus, limits)
+	v.limits = limits
 	var wrong []string
 	for sku, n := range fresh {
 		if c, ok := v.available[sku]; ok && c != n {

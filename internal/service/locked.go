@@ -300,19 +300,19 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 	if err != nil {
 		return err
 	}
-	d := decide(ps, live, st.available, caps)
+	d := decide(ps, live, st.available, st.limits, caps)
 	if len(d.short) > 0 && !st.fromDB {
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
-		d = decide(ps, live, st.available, caps)
+		d = decide(ps, live, st.available, st.limits, caps)
 	}
 	after, err := s.commitAllocated(ctx, ps, &d, e, g)
 	if errors.Is(err, orders.ErrInsufficientStock) && !st.fromDB { // the cache was wrong
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
-		d = decide(ps, live, st.available, caps)
+		d = decide(ps, live, st.available, st.limits, caps)
 		after, err = s.commitAllocated(ctx, ps, &d, e, g)
 	}
 	if isCapped(err) {
@@ -326,7 +326,7 @@ func (s *Service) decideAndCommit(ctx context.Context, ps []orders.Placement, li
 		if err := s.reload(ctx, &st); err != nil {
 			return err
 		}
-		d = decide(ps, live, st.available, caps)
+		d = decide(ps, live, st.available, st.limits, caps)
 		after, err = s.commitAllocated(ctx, ps, &d, e, g)
 	}
 	switch {
@@ -403,7 +403,7 @@ func (s *Service) commitAllocated(ctx context.Context, ps []orders.Placement, d 
 // when caps is not nil, the caps' counters (I9): a placement that would take
 // its caller past a cap is refused first, whatever the stock, and takes
 // nothing.
-func decide(ps []orders.Placement, live []int, available map[string]int64, caps *capView) decision {
+func decide(ps []orders.Placement, live []int, available, limits map[string]int64, caps *capView) decision {
 	left := make(map[string]int64, len(available))
 	for k, v := range available {
 		left[k] = v
@@ -420,7 +420,7 @@ func decide(ps []orders.Placement, live []int, available map[string]int64, caps 
 			d.capped[i] = refusal
 			continue
 		}
-		if short := orders.Shortage(items, left); short != nil {
+		if short := orders.Shortage(items, left); short != nil && (ps[i].Hold != nil || !backordered(items, left, limits)) {
 			d.short[i] = short
 			continue
 		}
@@ -431,6 +431,21 @@ func decide(ps []orders.Placement, live []int, available map[string]int64, caps 
 		d.placed = append(d.placed, i)
 	}
 	return d
+}
+
+// backordered says whether an order's items are covered once each SKU's
+// backorder limit (limits: those of the SKUs that have one) is added to what
+// is left: available may go below 0 by up to it. A hold never backorders.
+func backordered(items []orders.Item, left, limits map[string]int64) bool {
+	if len(limits) == 0 {
+		return false
+	}
+	for _, it := range items {
+		if left[it.SKU]+limits[it.SKU] < int64(it.Quantity) {
+			return false
+		}
+	}
+	return true
 }
 
 func (d decision) answer(ps []orders.Placement, rs []result) {

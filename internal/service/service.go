@@ -108,8 +108,11 @@ type Service struct {
 	// cached says whether orders keep the cache up to date; for the strategies
 	// whose orders do not, other writes delete entries rather than set them.
 	cached bool
-	// skus holds the SKUs known to exist: SKUs are never deleted, so one seen
-	// once needs no read again before an order names it.
+	// skus holds the SKUs known to exist, each with its backorder limit
+	// (int64) as last read here: SKUs are never deleted, so one seen once
+	// needs no read again before an order names it. A limit changed on
+	// another replica is read again when a decision finds a SKU short
+	// (reload); the database's guard is what enforces it.
 	skus sync.Map
 	// onQueued is told the length of a lock-batch queue after each order joins
 	// it (tests only: set before the first order).
@@ -363,7 +366,7 @@ func (s *Service) stocking(ctx context.Context, sku string,
 	if err != nil {
 		return orders.Stock{}, false, err
 	}
-	s.skus.Store(sku, true)
+	s.skus.Store(sku, st.BackorderLimit)
 	return st, created, nil
 }
 
@@ -383,10 +386,14 @@ func (s *Service) known(ctx context.Context, items []orders.Item) error {
 	if err != nil {
 		return err
 	}
+	limits, err := s.store.Backorders(ctx, unseen)
+	if err != nil {
+		return err
+	}
 	var unknown []string
 	for _, sku := range unseen {
 		if _, ok := have[sku]; ok {
-			s.skus.Store(sku, true)
+			s.skus.Store(sku, limits[sku])
 		} else {
 			unknown = append(unknown, sku)
 		}
