@@ -197,11 +197,37 @@ func seed(ctx context.Context, c *client, sku, loc string, units int, first bool
 	if loc != "" {
 		return seedAt(ctx, c, sku, loc, units)
 	}
-	body := fmt.Sprintf(`{"quantity":%d}`, units)
-	if err := c.adminCall(ctx, http.MethodPost, "/v1/skus/"+sku+"/restock", body, nil); err != nil {
-		return fmt.Errorf("setup: %w", err)
+	path := "/v1/skus/" + sku + "/restock"
+	a := c.restock(ctx, path, units)
+	switch {
+	case a.err != nil:
+		return fmt.Errorf("setup: %w", a.err)
+	case a.status != http.StatusOK && a.status != http.StatusCreated: // 201: a restock that created its SKU
+		return fmt.Errorf("setup: POST %s: status %d", path, a.status)
 	}
 	return nil
+}
+
+// restock adds units with an Idempotency-Key, asking again while the
+// service answers 503 (busy, or a commit whose answer was lost: the key
+// makes the next try settle it rather than add the units twice) or that the
+// first request with the key still runs: five tries at most, 200 ms more
+// apart each time.
+func (c *client) restock(ctx context.Context, path string, units int) answer {
+	hdr := map[string]string{"Authorization": "Bearer " + c.admin, "Idempotency-Key": randomKey()}
+	body := []byte(fmt.Sprintf(`{"quantity":%d}`, units))
+	var a answer
+	for try := 1; ; try++ {
+		a = c.send(ctx, http.MethodPost, path, body, hdr, c.timeout)
+		if a.err != nil || (a.status != http.StatusServiceUnavailable && !stillRunning(a)) || try == 5 {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return a
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+	}
 }
 
 // settle asks again about the orders and cancels whose answers were lost (a

@@ -96,9 +96,7 @@ func makeLocations(ctx context.Context, c *client, ids []string, log *slog.Logge
 
 // seedAt restocks a SKU in one location.
 func seedAt(ctx context.Context, c *client, sku, location string, units int) error {
-	body := fmt.Sprintf(`{"quantity":%d}`, units)
-	a := c.send(ctx, http.MethodPost, "/v1/skus/"+sku+"/locations/"+location+"/restock", []byte(body),
-		map[string]string{"Authorization": "Bearer " + c.admin}, c.timeout)
+	a := c.restock(ctx, "/v1/skus/"+sku+"/locations/"+location+"/restock", units)
 	switch {
 	case a.err != nil:
 		return fmt.Errorf("setup: %w", a.err)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	mrand "math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -301,5 +303,48 @@ func TestSetupWithoutTheLocationsRoute(t *testing.T) {
 	}
 	if got := f.locs.priority; len(got) != 3 {
 		t.Fatalf("locations %v", got)
+	}
+}
+
+// A restock answered 503 (the service busy, or a commit whose answer was
+// lost) is asked again with the same Idempotency-Key, in a location too.
+func TestSetupAsksAgainAfterA503(t *testing.T) {
+	f := newFakeShop()
+	var mu sync.Mutex
+	keys := map[string][]string{} // by path: each try's key
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/restock") {
+			mu.Lock()
+			keys[r.URL.Path] = append(keys[r.URL.Path], r.Header.Get("Idempotency-Key"))
+			n := len(keys[r.URL.Path])
+			mu.Unlock()
+			if n < 3 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+		}
+		f.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	sc := locatedScenario()
+	sc.Workload.SKUs, sc.Workload.Prefix = 2, "t"
+	plain := sc
+	plain.Workload.Locations, plain.Workload.Named, plain.Workload.Unsplit, plain.Workload.Prefix = 1, 0, 0, "p"
+	cfg := Config{BaseURL: srv.URL, Scenarios: map[string]Scenario{"located": sc, "plain": plain}, Timeout: Duration(5 * time.Second)}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Run(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Audit.Stocked != 160 || len(sum.Audit.Locations.Problems) > 0 {
+		t.Fatalf("stocked %d, want 160; problems %v", sum.Audit.Stocked, sum.Audit.Locations.Problems)
+	}
+	for _, path := range []string{"/v1/skus/p-0/restock", "/v1/skus/t-1/locations/loadtest-3/restock"} {
+		k := keys[path]
+		if len(k) != 3 || k[0] == "" || k[0] != k[1] || k[1] != k[2] {
+			t.Errorf("%s: tries with keys %q, want three with one key", path, k)
+		}
 	}
 }
