@@ -6,15 +6,15 @@ import "time"
 // migrate.go, never an edit of an applied one.
 
 type skuRow struct {
-	SKU       string `gorm:"column:sku;primaryKey;size:64"`
+	SKU string `gorm:"column:sku;primaryKey;size:64"`
 	// Available is negative while units are owed to backorders, never below
 	// minus the SKU's backorder limit (chk_skus_available).
-	Available int64  `gorm:"column:available;not null;check:chk_skus_available,available + backorder_limit >= 0"`
-	Stocked   int64  `gorm:"column:stocked;not null;default:0"`   // all stock ever added
-	Sold      int64  `gorm:"column:sold;not null;default:0"`      // the quantity of live orders
-	Reserved  int64  `gorm:"column:reserved;not null;default:0"`  // the units of live holds
-	Fence     int64  `gorm:"column:fence;not null;default:0"`     // the last committed fencing token
-	EventSeq  int64  `gorm:"column:event_seq;not null;default:0"` // the number of the SKU's last event
+	Available int64 `gorm:"column:available;not null;check:chk_skus_available,available + backorder_limit >= 0"`
+	Stocked   int64 `gorm:"column:stocked;not null;default:0"`   // all stock ever added
+	Sold      int64 `gorm:"column:sold;not null;default:0"`      // the quantity of live orders
+	Reserved  int64 `gorm:"column:reserved;not null;default:0"`  // the units of live holds
+	Fence     int64 `gorm:"column:fence;not null;default:0"`     // the last committed fencing token
+	EventSeq  int64 `gorm:"column:event_seq;not null;default:0"` // the number of the SKU's last event
 	UpdatedAt time.Time
 	// MaxPerCustomer is the most units one customer may have (I9); nil: no limit.
 	MaxPerCustomer *int64 `gorm:"column:max_per_customer"`
