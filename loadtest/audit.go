@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,6 +18,8 @@ type skuStock struct {
 	Reserved  int64  `json:"reserved"` // held by live holds; absent (0) from a service without them
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
+	// Locations are its counts per location (absent from a service without them).
+	Locations []locStock `json:"locations,omitempty"`
 }
 
 // Audit is the teardown's verdict: what clients were sold against what was
@@ -35,6 +39,9 @@ type Audit struct {
 	Holds    *HoldAudit `json:"holds,omitempty"` // a checkout workload's holds
 	// Events is the audit of the stock events' feed (Config.AuditEvents).
 	Events *EventsAudit `json:"events,omitempty"`
+	// Locations is the audit of the SKUs' counts per location, when a
+	// scenario spread its stock over several.
+	Locations *LocationAudit `json:"locations,omitempty"`
 }
 
 func (c *client) adminCall(ctx context.Context, method, path, body string, into any) error {
@@ -55,22 +62,68 @@ func (c *client) adminCall(ctx context.Context, method, path, body string, into 
 	return json.Unmarshal(a.body, into)
 }
 
-// setup seeds every SKU of every scenario through the admin API.
-func setup(ctx context.Context, c *client, cfg Config) (map[string]int64, error) {
+// seeded is what setup placed: units per SKU, and per location of the SKUs
+// spread over several (none when no scenario has locations).
+type seeded struct {
+	stock map[string]int64
+	at    map[string]map[string]int64
+	// locations is the most locations a scenario spreads over.
+	locations int
+}
+
+// setup makes the scenarios' locations and seeds every SKU of every scenario
+// through the admin API: a restock of each SKU, or with locations a restock
+// in each location its spread gives units to.
+func setup(ctx context.Context, c *client, cfg Config) (seeded, error) {
 	type restock struct {
 		sku   string
+		loc   string // empty: the SKU's own restock
 		units int
 		first bool
 	}
-	stock := map[string]int64{}
+	sd := seeded{stock: map[string]int64{}, locations: 1}
 	var todo []restock
-	for _, s := range cfg.Scenarios {
-		for i := range s.Workload.SKUs {
-			sku := fmt.Sprintf("%s-%d", s.Workload.Prefix, i)
-			stock[sku] += int64(s.Workload.Stock)
-			if s.Workload.Stock > 0 {
-				todo = append(todo, restock{sku, s.Workload.Stock, stock[sku] == int64(s.Workload.Stock)})
+	names := make([]string, 0, len(cfg.Scenarios))
+	for name := range cfg.Scenarios {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		w := cfg.Scenarios[name].Workload
+		sd.locations = max(sd.locations, w.Locations)
+		ids := locationIDs(w.Locations)
+		for i := range w.SKUs {
+			sku := fmt.Sprintf("%s-%d", w.Prefix, i)
+			first := sd.stock[sku] == 0
+			sd.stock[sku] += int64(w.Stock)
+			if w.Locations == 1 {
+				if w.Stock > 0 {
+					todo = append(todo, restock{sku: sku, units: w.Stock, first: first})
+				}
+				continue
 			}
+			if sd.at == nil {
+				sd.at = map[string]map[string]int64{}
+			}
+			if sd.at[sku] == nil {
+				sd.at[sku] = map[string]int64{}
+			}
+			for j, n := range spread(w.Stock, w.Locations, i, w.MaxQuantity) {
+				sd.at[sku][ids[j]] += int64(n)
+				if n > 0 {
+					todo = append(todo, restock{sku: sku, loc: ids[j], units: n, first: first})
+					first = false
+				}
+			}
+		}
+	}
+	if sd.locations > 1 {
+		log := cfg.Log
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		if err := makeLocations(ctx, c, locationIDs(sd.locations), log); err != nil {
+			return seeded{}, err
 		}
 	}
 	// A few at a time (one SKU's restocks in order): seeding 100 SKUs one by one
@@ -92,7 +145,7 @@ func setup(ctx context.Context, c *client, cfg Config) (map[string]int64, error)
 		wg.Go(func() {
 			defer func() { <-sem }()
 			for _, r := range bySKU[sku] {
-				if err := seed(ctx, c, r.sku, r.units, r.first); err != nil {
+				if err := seed(ctx, c, r.sku, r.loc, r.units, r.first); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -104,13 +157,13 @@ func setup(ctx context.Context, c *client, cfg Config) (map[string]int64, error)
 	wg.Wait()
 	for _, err := range errs { // once, not once per SKU
 		if na := (*noAnswerError)(nil); errors.As(err, &na) {
-			return nil, na
+			return seeded{}, na
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return seeded{}, err
 	}
-	return stock, nil
+	return sd, nil
 }
 
 // noAnswerError is a setup that found no server: the connection was refused,
@@ -124,8 +177,9 @@ type noAnswerError struct {
 func (e *noAnswerError) Error() string { return "nothing answers at " + e.url + ": " + e.err.Error() }
 func (e *noAnswerError) Unwrap() error { return e.err }
 
-// seed restocks one SKU; the first time in a run, only a SKU that does not exist.
-func seed(ctx context.Context, c *client, sku string, units int, first bool) error {
+// seed restocks one SKU, in location loc when set; the first time in a run,
+// only a SKU that does not exist.
+func seed(ctx context.Context, c *client, sku, loc string, units int, first bool) error {
 	if first {
 		// Stock left from an earlier run would be sold too, and read as an oversell.
 		a := c.send(ctx, http.MethodGet, "/v1/skus/"+sku, nil, nil, c.timeout)
@@ -140,11 +194,40 @@ func seed(ctx context.Context, c *client, sku string, units int, first bool) err
 			return fmt.Errorf("setup: SKU %s cannot be read: status %d from GET %s/v1/skus/%s", sku, a.status, c.base, sku)
 		}
 	}
-	body := fmt.Sprintf(`{"quantity":%d}`, units)
-	if err := c.adminCall(ctx, http.MethodPost, "/v1/skus/"+sku+"/restock", body, nil); err != nil {
-		return fmt.Errorf("setup: %w", err)
+	if loc != "" {
+		return seedAt(ctx, c, sku, loc, units)
+	}
+	path := "/v1/skus/" + sku + "/restock"
+	a := c.restock(ctx, path, units)
+	switch {
+	case a.err != nil:
+		return fmt.Errorf("setup: %w", a.err)
+	case a.status != http.StatusOK && a.status != http.StatusCreated: // 201: a restock that created its SKU
+		return fmt.Errorf("setup: POST %s: status %d", path, a.status)
 	}
 	return nil
+}
+
+// restock adds units with an Idempotency-Key, asking again while the
+// service answers 503 (busy, or a commit whose answer was lost: the key
+// makes the next try settle it rather than add the units twice) or that the
+// first request with the key still runs: five tries at most, 200 ms more
+// apart each time.
+func (c *client) restock(ctx context.Context, path string, units int) answer {
+	hdr := map[string]string{"Authorization": "Bearer " + c.admin, "Idempotency-Key": randomKey()}
+	body := []byte(fmt.Sprintf(`{"quantity":%d}`, units))
+	var a answer
+	for try := 1; ; try++ {
+		a = c.send(ctx, http.MethodPost, path, body, hdr, c.timeout)
+		if a.err != nil || (a.status != http.StatusServiceUnavailable && !stillRunning(a)) || try == 5 {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return a
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+	}
 }
 
 // settle asks again about the orders and cancels whose answers were lost (a
@@ -226,9 +309,12 @@ func (c *client) replayTo(ctx context.Context, path, key string, body []byte) an
 // cancels, plus what holds confirmed) never exceed the stock and equal the
 // server's sold; server-side, I1 for each of the run's SKUs (GET /v1/skus/{sku}:
 // the run's own, not every SKU the service ever sold, which /v1/audit would add
-// up). With holds (hr not nil, every hold ended), each hold is read back too,
-// and units lost or sold twice are counted.
-func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[string]int64, unsettled int64, hr *holdRun, events bool) Audit {
+// up), and in each of its locations; with SKUs spread over locations, each
+// location's counts against what setup placed there and GET /v1/audit's check
+// of them (auditLocations). With holds (hr not nil, every hold ended), each
+// hold is read back too, and units lost or sold twice are counted.
+func teardown(ctx context.Context, c *client, sd seeded, sold map[string]int64, unsettled int64, hr *holdRun, events bool) Audit {
+	stock := sd.stock
 	a := Audit{Consistent: true, Unsettled: unsettled}
 	var h *HoldAudit
 	if hr != nil {
@@ -246,6 +332,10 @@ func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[s
 		if events {
 			a.Events = auditEvents(ctx, c, bySKU)
 		}
+		if sd.at != nil {
+			a.Locations = auditLocations(ctx, c, bySKU, sd.at, sd.locations)
+			a.Consistent = len(a.Locations.Problems) == 0
+		}
 	}
 	// Sold can be compared when every order and every hold is known.
 	comparable := unsettled == 0 && (h == nil || h.complete)
@@ -258,6 +348,14 @@ func teardown(ctx context.Context, c *client, stock map[string]int64, sold map[s
 			a.ServerSold += s.Sold
 			a.Reserved += s.Reserved
 			over = max(over, s.Sold-s.Stocked)
+			var atLocations int64 // what its locations sold or hold beyond their stock
+			for _, l := range s.Locations {
+				atLocations += max(0, l.Sold+l.Reserved-l.Stocked)
+				if l.Available < 0 || l.Reserved < 0 || l.Sold < 0 {
+					a.Consistent = false
+				}
+			}
+			over = max(over, atLocations)
 			if s.Sold != cs && comparable {
 				a.Mismatches = append(a.Mismatches, fmt.Sprintf("%s: clients were sold %d, the service says %d", sku, cs, s.Sold))
 			}

@@ -80,6 +80,8 @@ const (
 	chkAuditAgree    = "audit: clients and service agree on units sold"
 	chkAuditOversold = "audit: nothing oversold, I1 holds"
 	chkAuditEvents   = "audit: the stock events tell every SKU's counters"
+	// With locations: each holds I1, as GET /v1/audit also says.
+	chkAuditLocations = "audit: every location's counts hold I1, and GET /v1/audit agrees"
 )
 
 // Answers that are not failed requests (http_req_failed): a 409 is an answer

@@ -246,7 +246,7 @@ func TestCheckoutValidation(t *testing.T) {
 
 func TestPartialConfirmsFewerUnits(t *testing.T) {
 	r := mrand.New(mrand.NewPCG(1, 2))
-	held := []item{{"a", 3}, {"b", 1}, {"c", 2}}
+	held := []item{{SKU: "a", Quantity: 3}, {SKU: "b", Quantity: 1}, {SKU: "c", Quantity: 2}}
 	for range 1000 {
 		p := partial(r, held)
 		n := units(p)
@@ -264,7 +264,7 @@ func TestPartialConfirmsFewerUnits(t *testing.T) {
 			}
 		}
 	}
-	if p := partial(r, []item{{"a", 1}}); p != nil {
+	if p := partial(r, []item{{SKU: "a", Quantity: 1}}); p != nil {
 		t.Fatalf("one unit held, partial %v", p)
 	}
 }

@@ -89,6 +89,17 @@ type Workload struct {
 	// Prefix names the SKUs (<prefix>-<n>); a random one by default, so runs do
 	// not share stock.
 	Prefix string `json:"prefix,omitempty" yaml:"prefix,omitempty"`
+	// Locations is how many locations the SKUs' stock is spread over: 1 (the
+	// default) keeps it all in the default location, as a deployment that
+	// never made a location; N > 1 is the default location and N-1 made at
+	// setup (loadtest-2 ... loadtest-N, priorities 10, 20, ...), each SKU's
+	// stock spread over them (see spread).
+	Locations int `json:"locations,omitempty" yaml:"locations,omitempty"`
+	// Named and Unsplit are the shares of order lines that name a location
+	// (one of the run's, at random) and that say "split": false; the rest
+	// are allocated by the service, split over locations as needed.
+	Named   float64 `json:"named,omitempty" yaml:"named,omitempty"`
+	Unsplit float64 `json:"unsplit,omitempty" yaml:"unsplit,omitempty"`
 	// Checkout, when set, makes each iteration a checkout (a hold, a think time,
 	// then a confirm, a release or nothing) instead of an order. Retry and
 	// AbandonFirst apply to each of its POSTs.
@@ -244,6 +255,9 @@ func (s *Scenario) validate() error {
 	if w.Popularity == "" {
 		w.Popularity = "uniform"
 	}
+	if w.Locations == 0 {
+		w.Locations = 1
+	}
 	var errs []error
 	switch s.Executor {
 	case ConstantVUs:
@@ -297,6 +311,9 @@ func (s *Scenario) validate() error {
 	if w.Stock < 0 || w.SKUs < 1 || w.MaxQuantity < 1 || w.MaxQuantity > 1000 {
 		errs = append(errs, errors.New("workload: skus >= 1, stock >= 0, maxQuantity in 1..1000"))
 	}
+	if err := w.validateLocations(); err != nil {
+		errs = append(errs, err)
+	}
 	if w.Checkout != nil {
 		if err := w.Checkout.validate(); err != nil {
 			errs = append(errs, err)
@@ -305,6 +322,27 @@ func (s *Scenario) validate() error {
 			// A confirmed hold's order stays placed, so that sold is what holds confirmed.
 			errs = append(errs, errors.New("checkout: cancel applies to orders; a checkout cancels nothing"))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// maxLocations bounds a run's locations: a few, as a shop has.
+const maxLocations = 16
+
+func (w *Workload) validateLocations() error {
+	var errs []error
+	if w.Locations < 1 || w.Locations > maxLocations {
+		errs = append(errs, fmt.Errorf("locations %d: want 1..%d", w.Locations, maxLocations))
+	}
+	if w.Named < 0 || w.Named > 1 || w.Unsplit < 0 || w.Unsplit > 1 {
+		errs = append(errs, errors.New("shares (named, unsplit) are between 0 and 1"))
+	} else if w.Named+w.Unsplit > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("named %v + unsplit %v is over 1 (the rest are allocated)", w.Named, w.Unsplit))
+	}
+	if w.Checkout != nil && (w.Named > 0 || w.Unsplit > 0) {
+		// A hold's lines are merged per SKU and confirmed as held: they are
+		// the service's to allocate.
+		errs = append(errs, errors.New("checkout: named and unsplit apply to orders; a checkout's holds are allocated"))
 	}
 	return errors.Join(errs...)
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestShippedScenarioFilesLoad(t *testing.T) {
-	for _, f := range []string{"scenarios/hot-sku.yaml", "scenarios/smoke.json", "scenarios/checkout.yaml"} {
+	for _, f := range []string{"scenarios/hot-sku.yaml", "scenarios/smoke.json", "scenarios/checkout.yaml", "scenarios/locations.yaml"} {
 		c, err := LoadConfig(f)
 		if err != nil {
 			t.Fatal(err)

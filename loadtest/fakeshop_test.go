@@ -30,6 +30,8 @@ type fakeShop struct {
 	expireEarly  bool          // holds expire at a quarter of their ttl, while expires_at says otherwise
 	capQuantity  bool          // an order sells one unit a line whatever was asked, and answers so
 	spacedJSON   bool          // answers are indented JSON, not the service's compact encoding
+
+	locs locShop // stock per location (fakelocations_test.go)
 }
 
 type fakeAnswer struct {
@@ -50,9 +52,11 @@ func newFakeShop() *fakeShop {
 
 func (f *fakeShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Items    []item `json:"items"`
-		TTL      string `json:"ttl"`
-		Quantity int64  `json:"quantity"`
+		Items    []fakeLine `json:"items"`
+		TTL      string     `json:"ttl"`
+		Quantity int64      `json:"quantity"`
+		ID       string     `json:"id"`       // a location's
+		Priority int        `json:"priority"` // a location's
 	}
 	if r.ContentLength != 0 {
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -86,7 +90,10 @@ func (f *fakeShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.sweep()
-	a := f.handle(r, body.Items, body.TTL, body.Quantity)
+	a, done := f.handleLocated(r, body.Items, body.ID, body.Priority, body.Quantity)
+	if !done {
+		a = f.handle(r, plainLines(body.Items), body.TTL, body.Quantity)
+	}
 	if f.spacedJSON {
 		a = indent(a)
 	}

@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	retry := fs.Float64("retry", 0.1, "share of orders retried with the same Idempotency-Key")
 	abandon := fs.Float64("abandon", 0.3, "share of retried orders whose first attempt is abandoned")
 	cancelShare := fs.Float64("cancel", 0.05, "share of placed orders cancelled")
+	locations := fs.Int("locations", 1, "locations each SKU's stock is spread over: 1 keeps it in the default location; N > 1 makes loadtest-2 ... loadtest-N at setup")
+	named := fs.Float64("named", 0, "share of order lines that name a location (one of the run's, at random)")
+	unsplit := fs.Float64("unsplit", 0, `share of order lines sent with "split": false (the rest are allocated by the service, split as needed)`)
 	var thresholds multiFlag
 	fs.Var(&thresholds, "threshold", `a threshold, "metric:expression", e.g. "http_req_duration:p(95)<200ms" (repeatable)`)
 	prefix := fs.String("prefix", getenv("LOADTEST_PREFIX"), "name the run's SKUs <prefix>-<n> (a scenario's own prefix wins; with several scenarios, <prefix>-<i>-<n>); default lt-<random> ($LOADTEST_PREFIX)")
@@ -129,7 +132,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Scenarios: map[string]Scenario{"default": {Executor: *executor, VUs: *vus, Duration: Duration(*duration),
 				Rate: *rateFlag, PreAllocatedVUs: *vus, MaxVUs: mv, Stages: []Stage{{Duration: Duration(*duration), Target: rampTarget(*executor, *vus, *rateFlag)}},
 				Workload: Workload{SKUs: *skus, Popularity: *popularity, Stock: *stock, MaxQuantity: *maxQty,
-					MultiSKU: *multi, Retry: *retry, AbandonFirst: *abandon, Cancel: *cancelShare}}}}
+					MultiSKU: *multi, Retry: *retry, AbandonFirst: *abandon, Cancel: *cancelShare,
+					Locations: *locations, Named: *named, Unsplit: *unsplit}}}}
 		for _, t := range thresholds {
 			metric, expr, ok := strings.Cut(t, ":")
 			if !ok {
@@ -242,10 +246,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 	rec := newRecorder()
 	c := newClient(cfg.BaseURL, cfg.AdminToken, cfg.APIKey, time.Duration(cfg.Timeout), lv, rec) //nolint:contextcheck // its dialer is bounded by each request's deadline
 	ceiling := cfg.Ceiling != ""
-	var stock map[string]int64
+	var sd seeded
 	if !ceiling {
 		var err error
-		if stock, err = setup(ctx, c, cfg); err != nil {
+		if sd, err = setup(ctx, c, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -306,7 +310,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Summary, error) 
 		actx, rcancel = context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second+time.Duration(len(hr.holds))*time.Millisecond)
 		defer rcancel()
 	}
-	audit := teardown(actx, c, stock, sold, unsettled, hr, cfg.AuditEvents)
+	audit := teardown(actx, c, sd, sold, unsettled, hr, cfg.AuditEvents)
 	if audit.failed() {
 		log.Error("the checkout audit failed", "sold_twice", audit.Holds.UnitsSoldTwice, "lost", audit.Holds.UnitsLost,
 			"oversold", audit.Oversold, "problems", len(audit.Holds.Problems), "mismatches", len(audit.Mismatches))

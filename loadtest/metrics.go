@@ -21,6 +21,7 @@ type vuStats struct {
 	reqs, failed, checks, checksFail int64
 	iterations                       int64
 	accepted, refused, cancelled     int64
+	split                            int64 // lines a 201 allocated from more than one location
 	abandoned                        int64
 	soldUnits                        map[string]int64 // 201 answers, net of cancels
 	unknown                          []pending        // orders whose answer was lost

@@ -37,11 +37,13 @@ type Summary struct {
 	Unanswered int64
 	Cancelled  int64
 	Abandoned  int64
-	BytesIn    int64
-	BytesOut   int64
-	MaxVUs     int64
-	VUs        vuGauge // sampled each second, for k6's vus gauge
-	Audit      Audit
+	// Split is the lines a 201 allocated from more than one location.
+	Split    int64
+	BytesIn  int64
+	BytesOut int64
+	MaxVUs   int64
+	VUs      vuGauge // sampled each second, for k6's vus gauge
+	Audit    Audit
 	// Ceiling is the path of a ceiling run (GETs, no orders, no audit); empty
 	// for orders.
 	Ceiling  string
@@ -95,6 +97,7 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 		s.Unanswered += int64(len(v.unknown))
 		s.Cancelled += v.cancelled
 		s.Abandoned += v.abandoned
+		s.Split += v.split
 	}
 	if audit != nil {
 		s.Audit = *audit
@@ -103,6 +106,9 @@ func summarize(d time.Duration, stats []*vuStats, lv *live, rec *recorder, audit
 		s.auditCheck(chkAuditOversold, audit.Oversold == 0 && audit.Consistent)
 		if e := audit.Events; e != nil { // and the feed tells the counters
 			s.auditCheck(chkAuditEvents, e.Told)
+		}
+		if l := audit.Locations; l != nil { // and every location holds I1
+			s.auditCheck(chkAuditLocations, len(l.Problems) == 0 && l.ServiceAudit)
 		}
 		if h := audit.Holds; h != nil { // and every hold's units accounted for
 			s.auditCheck(chkAuditHolds, h.StillHeld == 0 && len(h.Problems) == 0)
@@ -377,6 +383,13 @@ func (s *Summary) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "     ✗ events: %s\n", p)
 		}
 	}
+	if l := s.Audit.Locations; l != nil {
+		line("locations", "%d SKUs in up to %d locations, %d counts read: oversold %d; GET /v1/audit agrees: %v; lines split %d",
+			l.SKUs, l.Locations, l.Rows, l.Oversold, l.ServiceAudit, s.Split)
+		for _, p := range l.Problems {
+			fmt.Fprintf(w, "     ✗ locations: %s\n", p)
+		}
+	}
 	if s.Audit.AuditProblem != "" {
 		fmt.Fprintf(w, "     ✗ audit: %s\n", s.Audit.AuditProblem)
 	}
@@ -471,6 +484,9 @@ func (s *Summary) ownJSON() map[string]any {
 		if h != nil && h.TotalCount() > 0 {
 			out[kindMetric[k]+"_ms"] = q(h)
 		}
+	}
+	if s.Audit.Locations != nil {
+		out["lines_split"] = s.Split
 	}
 	if h := s.Audit.Holds; h != nil {
 		out["units_lost"] = h.UnitsLost

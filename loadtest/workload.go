@@ -175,12 +175,13 @@ type worker struct {
 	c     *client
 	w     Workload
 	skus  []string
+	locs  []string // the locations of the run, for named lines
 	zipf  func(r *mrand.Rand) int
 	arriv bool
 }
 
 func newWorker(c *client, w Workload, arrival bool) *worker {
-	wk := &worker{c: c, w: w, arriv: arrival}
+	wk := &worker{c: c, w: w, arriv: arrival, locs: locationIDs(w.Locations)}
 	for i := range w.SKUs {
 		wk.skus = append(wk.skus, fmt.Sprintf("%s-%d", w.Prefix, i))
 	}
@@ -231,6 +232,10 @@ func (wk *worker) lines(r *mrand.Rand) []item {
 type item struct {
 	SKU      string `json:"sku"`
 	Quantity int    `json:"quantity"`
+	// loc, when set, is the location the line names; whole is a line sent
+	// with "split": false. Neither is in the service's answers.
+	loc   string
+	whole bool
 }
 
 type order struct {
@@ -263,7 +268,12 @@ func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time)
 		since = scheduled
 	}
 	lines := wk.lines(r)
+	wk.kinds(r, lines)
 	body := appendOrder(make([]byte, 0, 64+48*len(lines)), lines)
+	sent := body // the items as the answer writes them
+	if located(lines) {
+		sent = plainOrder(lines)
+	}
 	// Every order carries an Idempotency-Key, as a careful client's do: an order
 	// whose answer is lost can then be asked about again at teardown, so that the
 	// audit counts it rather than guess.
@@ -292,7 +302,12 @@ func (wk *worker) iterate(ctx context.Context, vu *vuStats, scheduled time.Time)
 	switch {
 	case final.status == http.StatusCreated:
 		vu.accepted++
-		o := soldOrder(final.body, body, lines)
+		o := soldOrder(final.body, sent, lines)
+		if wk.w.Locations > 1 {
+			pass, split := checkAllocations(final.body, lines)
+			checkAs(vu, chkAllocated, pass)
+			vu.split += split
+		}
 		for _, it := range o.Items {
 			vu.soldUnits[it.SKU] += int64(it.Quantity)
 		}
@@ -346,9 +361,10 @@ func (wk *worker) place(ctx context.Context, vu *vuStats, body []byte, hdr map[s
 	return wk.postKeyed(ctx, vu, kindOther, "/v1/orders", body, hdr, since, orderOK)
 }
 
-// appendOrder writes {"items":[{"sku":...,"quantity":...}]}: SKU names are
-// <prefix>-<n> (the prefix is checked to need no escaping), so no encoder is
-// needed on the hot path.
+// appendOrder writes {"items":[{"sku":...,"quantity":...}]}, with a line's
+// "location" and "split": false when it has them: SKU names are <prefix>-<n>
+// (the prefix is checked to need no escaping) and location ids need none, so
+// no encoder is needed on the hot path.
 func appendOrder(b []byte, lines []item) []byte {
 	b = append(b, `{"items":[`...)
 	for i, it := range lines {
@@ -359,6 +375,14 @@ func appendOrder(b []byte, lines []item) []byte {
 		b = append(b, it.SKU...)
 		b = append(b, `","quantity":`...)
 		b = strconv.AppendInt(b, int64(it.Quantity), 10)
+		if it.loc != "" {
+			b = append(b, `,"location":"`...)
+			b = append(b, it.loc...)
+			b = append(b, '"')
+		}
+		if it.whole {
+			b = append(b, `,"split":false`...)
+		}
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)

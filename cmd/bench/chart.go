@@ -78,6 +78,11 @@ func (r *Results) charts(dir string) error {
 			return err
 		}
 	}
+	if r.Locations != nil {
+		if err := r.Locations.writeFiles(dir); err != nil { // locations.json and locations.png
+			return err
+		}
+	}
 	return savePanels(filepath.Join(dir, "latency.png"), lat)
 }
 

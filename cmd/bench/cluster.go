@@ -25,7 +25,7 @@ import (
 // delivered. The caps' counters (I9) go with the holds and orders they
 // count: left from an earlier run, the audit finds them miscounted.
 const benchTables = "skus, orders, order_lines, stock_ledger, idempotency_records, reservations, reservation_lines, leader_fences, stock_events, event_cursors, " +
-	"client_sku_holds, customer_sku_units"
+	"client_sku_holds, customer_sku_units, sku_locations, allocations"
 
 // cluster is replicas of one strategy behind a balancer, on emptied tables and
 // a Redis namespace of their own.

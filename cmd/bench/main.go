@@ -12,6 +12,7 @@
 //	go run ./cmd/bench -locks only     # the lock services alone: their section replaced in place
 //	go run ./cmd/bench -events only    # the stock events alone: their section replaced in place
 //	go run ./cmd/bench -auth only      # authentication and rate limits against none: their section replaced in place
+//	go run ./cmd/bench -locations only # stock in three locations against one: its section replaced in place
 //	go run ./cmd/bench -soak only      # the soak alone, to 1,000,000 orders, then the checkout soak: its section replaced in place
 package main
 
@@ -97,30 +98,32 @@ var profiles = map[string]Profile{
 }
 
 type options struct {
-	profile     Profile
-	strategies  []orders.Strategy
-	workloads   []Workload
-	replicas    int
-	databaseURL string
-	redisURL    string
-	out         string
-	markdown    string
-	holds       string // on, off or only
-	holdsVUs    int
-	locks       string // on, off or only
-	locksVUs    int
-	events      string // on, off or only
-	eventsVUs   int
-	auth        string // on, off or only
-	authVUs     int
-	requireReal bool   // STOCKGUARD_TEST_REQUIRE_REAL=1: no lock service skipped for want of a redis-server
-	soak        string // on, off or only
-	soakOrders  int64
-	soakStep    int64
-	soakVUs     int
-	soakHolds   int64         // the checkout soak's holds; 0: no checkout soak
-	cpuProfile  time.Duration // 0: no CPU profile
-	command     string        // as typed, for the report
+	profile      Profile
+	strategies   []orders.Strategy
+	workloads    []Workload
+	replicas     int
+	databaseURL  string
+	redisURL     string
+	out          string
+	markdown     string
+	holds        string // on, off or only
+	holdsVUs     int
+	locks        string // on, off or only
+	locksVUs     int
+	events       string // on, off or only
+	eventsVUs    int
+	auth         string // on, off or only
+	authVUs      int
+	locations    string // on, off or only
+	locationsVUs int
+	requireReal  bool   // STOCKGUARD_TEST_REQUIRE_REAL=1: no lock service skipped for want of a redis-server
+	soak         string // on, off or only
+	soakOrders   int64
+	soakStep     int64
+	soakVUs      int
+	soakHolds    int64         // the checkout soak's holds; 0: no checkout soak
+	cpuProfile   time.Duration // 0: no CPU profile
+	command      string        // as typed, for the report
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -202,6 +205,10 @@ func defineFlags(fs *flag.FlagSet, o *options, getenv func(string) string) bench
 		"authenticated and rate limited with a client's API key, ABBA, on hot and zipf): on, off, or only (nothing else measured; its section of the report, "+
 		"auth.json and auth.png replaced in place)")
 	fs.IntVar(&o.authVUs, "auth-vus", 64, "VUs of the authentication benchmark")
+	fs.StringVar(&o.locations, "locations", "on", "the locations benchmark on the default strategy (orders on SKUs stocked in three locations, "+
+		"lines allocated and some split, against one location, ABBA, on hot and zipf; then a sell-out in three locations): on, off, or only "+
+		"(nothing else measured; its section of the report, locations.json and locations.png replaced in place)")
+	fs.IntVar(&o.locationsVUs, "locations-vus", 64, "VUs of the locations benchmark")
 	fs.StringVar(&o.soak, "soak", "on", "the soak on the default strategy, hot and zipf alternating until the database holds -soak-orders orders, "+
 		"then the checkout soak to -soak-holds holds, never analysed: on, off (its section kept from the last soak.json), or only (nothing else measured; its section, soak.json and soak.png replaced in place)")
 	fs.Int64Var(&o.soakOrders, "soak-orders", 1_000_000, "orders in the database at the soak's end")
@@ -214,7 +221,8 @@ func defineFlags(fs *flag.FlagSet, o *options, getenv func(string) string) bench
 	f.sweepHolds = fs.Int("sweep-holds", 0, "holds expiring at once in the sweeper's run (default: the profile's)")
 	f.render = fs.String("render", "", "measure nothing: write the report and charts again from this results.json "+
 		"(or the Holds section and chart from a holds.json, the Lock services section and chart from a locks.json, the Stock events section and chart from an events.json, "+
-		"the Authentication section and chart from an auth.json, the Soak section and chart from a soak.json)")
+		"the Authentication section and chart from an auth.json, the Stock in several locations section and chart from a locations.json, "+
+		"the Soak section and chart from a soak.json)")
 	return f
 }
 
@@ -294,6 +302,12 @@ func (o options) checkSections() error {
 	if o.authVUs < 1 {
 		return fmt.Errorf("auth-vus: %d is not a positive number", o.authVUs)
 	}
+	if o.locations != "on" && o.locations != "off" && o.locations != "only" {
+		return fmt.Errorf("locations: %q (want on, off or only)", o.locations)
+	}
+	if o.locationsVUs < 1 {
+		return fmt.Errorf("locations-vus: %d is not a positive number", o.locationsVUs)
+	}
 	if o.soak != "on" && o.soak != "off" && o.soak != "only" {
 		return fmt.Errorf("soak: %q (want on, off or only)", o.soak)
 	}
@@ -349,14 +363,21 @@ func (res *Results) writeSectionsOnly(o options, stdout io.Writer) error {
 		res.Auth.printSummary(stdout)
 		fmt.Fprintf(stdout, "\nwrote the Authentication section of %s, %s/auth.json and %s/auth.png\n", o.markdown, o.out, o.out)
 	}
+	if res.Locations != nil {
+		if err := res.Locations.writeOnly(o); err != nil {
+			return err
+		}
+		res.Locations.printSummary(stdout)
+		fmt.Fprintf(stdout, "\nwrote the Stock in several locations section of %s, %s/locations.json and %s/locations.png\n", o.markdown, o.out, o.out)
+	}
 	return nil
 }
 
 // only says whether a section alone is measured (-holds only, -locks only,
-// -events only, -auth only, or several): then the strategies and the sections left on are not. -soak only is
+// -events only, -auth only, -locations only, or several): then the strategies and the sections left on are not. -soak only is
 // not among them: it measures nothing else, and runs beside them when combined.
 func (o options) only() bool {
-	return o.holds == "only" || o.locks == "only" || o.events == "only" || o.auth == "only"
+	return o.holds == "only" || o.locks == "only" || o.events == "only" || o.auth == "only" || o.locations == "only"
 }
 
 func joinStrategies(ss []orders.Strategy) string {
@@ -376,7 +397,7 @@ func envOr(getenv func(string) string, k, def string) string {
 
 // rerender writes the report and charts of a results.json again, or one
 // section's and its chart from its own file (holds.json, locks.json,
-// events.json, auth.json, soak.json).
+// events.json, auth.json, locations.json, soak.json).
 func rerender(path string, o options, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -391,6 +412,17 @@ func rerender(path string, o options, stdout io.Writer) error {
 			return err
 		}
 		s.printSummary(stdout)
+		return nil
+	}
+	if filepath.Base(path) == "locations.json" {
+		var l LocationsResults
+		if err := json.Unmarshal(b, &l); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := l.writeOnly(o); err != nil {
+			return err
+		}
+		l.printSummary(stdout)
 		return nil
 	}
 	if filepath.Base(path) == "auth.json" {

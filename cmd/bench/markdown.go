@@ -40,6 +40,10 @@ replace this file, `+"`benchmarks/results.json`"+` (every run) and the charts.
 		r.Auth.markdown(w, o.out)
 		fmt.Fprintln(w)
 	}
+	if r.Locations != nil {
+		r.Locations.markdown(w, o.out)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprint(w, `## The strategies
 
 | strategy | what it does per order |

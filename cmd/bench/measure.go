@@ -47,7 +47,10 @@ type Run struct {
 	Consistent   bool    `json:"consistent"`
 	Unsettled    int64   `json:"orders_unsettled"`
 	Mismatches   int     `json:"mismatches"`
-	RedisCmds    int64   `json:"redis_commands"`
+	// Split is the lines a 201 allocated from more than one location (runs
+	// with stock in several).
+	Split     int64 `json:"lines_split,omitempty"`
+	RedisCmds int64 `json:"redis_commands"`
 	// RedisTrips are the replicas' round trips to Redis over the run, from
 	// their /metrics (0: not measured, a build or a results.json from before).
 	RedisTrips int64 `json:"redis_round_trips,omitempty"`
@@ -200,6 +203,11 @@ func measureSections(ctx context.Context, o options, bins topology.Binaries, db 
 	}
 	if o.auth == mode {
 		if res.Auth, err = measureAuth(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
+			return interrupted(ctx, err)
+		}
+	}
+	if o.locations == mode {
+		if res.Locations, err = measureLocations(ctx, o, bins, db, rdb, log, res.Machine); err != nil {
 			return interrupted(ctx, err)
 		}
 	}
@@ -434,6 +442,7 @@ func readSummary(path string) (Run, error) {
 		Accepted int64     `json:"orders_accepted"`
 		Refused  int64     `json:"orders_refused"`
 		Oversold int64     `json:"oversold"`
+		Split    int64     `json:"lines_split"`
 		Started  time.Time `json:"started_at"`
 		Ended    time.Time `json:"ended_at"`
 		Latency  struct {
@@ -453,7 +462,7 @@ func readSummary(path string) (Run, error) {
 	return Run{Accepted: sum.Accepted, Refused: sum.Refused, Reqs: sum.Reqs,
 		FailedRatio: sum.Failed, Seconds: sum.Seconds, OrdersPerSec: float64(sum.Accepted) / max(sum.Seconds, 1e-9),
 		P50: sum.Latency.P50, P95: sum.Latency.P95, P99: sum.Latency.P99, Oversold: sum.Oversold,
-		Consistent: sum.Audit.Consistent, Unsettled: sum.Audit.Unsettled, Mismatches: len(sum.Audit.Mismatches),
+		Consistent: sum.Audit.Consistent, Unsettled: sum.Audit.Unsettled, Mismatches: len(sum.Audit.Mismatches), Split: sum.Split,
 		started: sum.Started, ended: sum.Ended}, nil
 }
 

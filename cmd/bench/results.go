@@ -50,6 +50,8 @@ type Results struct {
 	Events *EventsResults `json:"events,omitempty"`
 	// Auth is the authentication section's (issue 39), when measured.
 	Auth *AuthResults `json:"auth,omitempty"`
+	// Locations is the section of stock in several locations (issue 41), when measured.
+	Locations *LocationsResults `json:"locations,omitempty"`
 }
 
 // Point is the medians of the runs of one strategy, workload and VU count.
@@ -455,6 +457,9 @@ func (r *Results) printSummary(w io.Writer) {
 	}
 	if r.Auth != nil {
 		r.Auth.printSummary(w)
+	}
+	if r.Locations != nil {
+		r.Locations.printSummary(w)
 	}
 }
 
