@@ -3,11 +3,9 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -117,28 +115,10 @@ thresholds:
 // TestLoadtestAuditPassesWithLocations runs the load generator with its
 // stock in three locations (issue 41): lines named, unsplit and allocated,
 // split where the default is short; its audit reads every SKU's counts per
-// location and GET /v1/audit. It needs a build with POST /v1/locations, which
-// the load generator makes its locations with, and is skipped on one
-// without.
+// location and GET /v1/audit. The load generator makes its locations with
+// POST /v1/locations.
 func TestLoadtestAuditPassesWithLocations(t *testing.T) {
 	c := startCluster(t, 3)
-	// A plain client: the contract's checking client refuses a route the
-	// contract does not have yet.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.urls[0]+"/v1/locations",
-		strings.NewReader(`{"id":"loadtest-2","name":"Load test 2","priority":10}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		t.Skip("this build has no POST /v1/locations (404): the load generator cannot make its locations")
-	}
 	code, s := runLoadtestArgs(t, "-url", c.urls[0], "-vus", "32", "-duration", "3s", "-skus", "6", "-stock", "60", "-max-quantity", "3",
 		"-multi", "0.3", "-retry", "0.2", "-locations", "3", "-named", "0.3", "-unsplit", "0.2", "-threshold", "oversold:count==0")
 	audit := s["audit"].(map[string]any)
