@@ -18,6 +18,11 @@ type skuStock struct {
 	Reserved  int64  `json:"reserved"` // held by live holds; absent (0) from a service without them
 	Sold      int64  `json:"sold"`
 	Stocked   int64  `json:"stocked"`
+	// BackorderLimit is how many units orders may sell beyond what is
+	// available, Backordered how many they did (absent: none); then I1 is
+	// stocked + backordered == available + reserved + sold.
+	BackorderLimit int64 `json:"backorder_limit"`
+	Backordered    int64 `json:"backordered"`
 	// Locations are its counts per location (absent from a service without them).
 	Locations []locStock `json:"locations,omitempty"`
 }
@@ -343,11 +348,12 @@ func teardown(ctx context.Context, c *client, sd seeded, sold map[string]int64, 
 		a.Stocked += st
 		cs := sold[sku]
 		a.ClientSold += cs
-		over := max(0, cs-st)
-		if s, ok := bySKU[sku]; ok {
+		s, ok := bySKU[sku]
+		over := max(0, cs-st-s.BackorderLimit) // never more than stocked plus the backorder limit (I1)
+		if ok {
 			a.ServerSold += s.Sold
 			a.Reserved += s.Reserved
-			over = max(over, s.Sold-s.Stocked)
+			over = max(over, s.Sold-s.Stocked-s.BackorderLimit)
 			var atLocations int64 // what its locations sold or hold beyond their stock
 			for _, l := range s.Locations {
 				atLocations += max(0, l.Sold+l.Reserved-l.Stocked)
@@ -359,18 +365,19 @@ func teardown(ctx context.Context, c *client, sd seeded, sold map[string]int64, 
 			if s.Sold != cs && comparable {
 				a.Mismatches = append(a.Mismatches, fmt.Sprintf("%s: clients were sold %d, the service says %d", sku, cs, s.Sold))
 			}
-			if s.Stocked != s.Available+s.Reserved+s.Sold || s.Available < 0 || s.Reserved < 0 {
+			if s.Stocked+s.Backordered != s.Available+s.Reserved+s.Sold || s.Available < 0 || s.Reserved < 0 ||
+				s.Backordered > s.BackorderLimit {
 				a.Consistent = false
 				if h != nil {
-					h.Problems = append(h.Problems, fmt.Sprintf("%s: I1 broken: stocked %d, available %d + reserved %d + sold %d",
-						sku, s.Stocked, s.Available, s.Reserved, s.Sold))
+					h.Problems = append(h.Problems, fmt.Sprintf("%s: I1 broken: stocked %d + backordered %d, available %d + reserved %d + sold %d",
+						sku, s.Stocked, s.Backordered, s.Available, s.Reserved, s.Sold))
 				}
 			}
 			if h != nil {
 				if s.Reserved != 0 {
 					a.Mismatches = append(a.Mismatches, fmt.Sprintf("%s: %d units still reserved after every hold ended", sku, s.Reserved))
 				}
-				h.UnitsLost += max(0, s.Stocked-s.Available-s.Sold) // reserved, or gone
+				h.UnitsLost += max(0, s.Stocked+s.Backordered-s.Available-s.Sold) // reserved, or gone
 				if comparable {
 					h.UnitsSoldTwice += max(0, s.Sold-cs)
 					h.UnitsLost += max(0, cs-s.Sold) // confirmed to a client, not counted sold
