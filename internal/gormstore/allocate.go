@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -157,21 +158,68 @@ func (w *endings) allocateAndShift(ps []orders.Placement, after map[string]skuRo
 	keys := slices.SortedFunc(maps.Keys(w.loc), func(a, b skuLoc) int {
 		return cmp.Or(strings.Compare(a.sku, b.sku), strings.Compare(a.location, b.location))
 	})
+	var changes []locChange
 	for _, k := range keys {
 		d := w.loc[k]
 		if !located[k.sku] || d == (delta{}) {
 			continue // an unlocated SKU's default location is its own row
 		}
-		ok, err := shiftLocation(w.tx, k.sku, k.location, d)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return &orders.InsufficientStockError{SKUs: []string{k.sku}}
-		}
+		changes = append(changes, locChange{k, d})
 		w.events.cross(k.sku, k.location, before[k], before[k]+d.available, nil)
 	}
+	ok, err := shiftLocations(w.tx, changes)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &orders.InsufficientStockError{SKUs: []string{changes[0].sku}}
+	}
 	return nil
+}
+
+// locChange is a change of one SKU's counts in one location.
+type locChange struct {
+	skuLoc
+	d delta
+}
+
+// shiftLocations makes changes (in (SKU, location) order), each guarded as
+// shiftLocation guards one; false when a guard refused one. On PostgreSQL
+// they are one statement (an UPDATE from a VALUES list), rather than a round
+// trip each: a write's locations' rows are locked by its SKUs' rows, which
+// it holds, so no two statements take them in two orders.
+func shiftLocations(tx *gorm.DB, changes []locChange) (bool, error) {
+	if len(changes) == 0 {
+		return true, nil
+	}
+	if tx.Name() != "postgres" || len(changes) == 1 {
+		for _, c := range changes {
+			if ok, err := shiftLocation(tx, c.sku, c.location, c.d); err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	var q strings.Builder
+	q.WriteString(`UPDATE sku_locations AS sl SET available = sl.available + v.da, reserved = sl.reserved + v.dr,
+  sold = sl.sold + v.ds, stocked = sl.stocked + v.dst FROM (VALUES `)
+	args := make([]any, 0, 6*len(changes))
+	for i, c := range changes {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&q, "($%d::text, $%d::text, $%d::bigint, $%d::bigint, $%d::bigint, $%d::bigint)", n+1, n+2, n+3, n+4, n+5, n+6)
+		args = append(args, c.sku, c.location, c.d.available, c.d.reserved, c.d.sold, c.d.stocked)
+	}
+	q.WriteString(`) AS v(sku, location, da, dr, ds, dst)
+WHERE sl.sku = v.sku AND sl.location = v.location AND sl.available + v.da >= 0 AND sl.reserved + v.dr >= 0`)
+	res, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, q.String(), args...)
+	if err != nil {
+		return false, translated(tx, err)
+	}
+	n, err := res.RowsAffected()
+	return n == int64(len(changes)), err
 }
 
 // demandsOf are what a placement asks of sku: its lines as sent, or the
