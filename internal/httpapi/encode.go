@@ -52,9 +52,6 @@ func writeOrder(c *gin.Context, code int, o *orders.Order) {
 // error is encoding/json's to give). TestAppendOrderAsMarshal holds the two
 // the same, and fails when orders.Order or orders.Item gains a field.
 func appendOrder(b []byte, o *orders.Order) ([]byte, bool) {
-	if len(o.Allocations) > 0 { // an order of stock in named locations: rare, left to encoding/json
-		return b, false
-	}
 	var ok bool
 	b = append(b, `{"id":`...)
 	if b, ok = appendPlain(b, o.ID); !ok {
@@ -106,6 +103,26 @@ func appendOrder(b []byte, o *orders.Order) ([]byte, bool) {
 		if b, ok = appendPlain(b, f.value); !ok {
 			return b, false
 		}
+	}
+	if len(o.Allocations) > 0 { // omitempty
+		b = append(b, `,"allocations":[`...)
+		for i, a := range o.Allocations {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"sku":`...)
+			if b, ok = appendPlain(b, a.SKU); !ok {
+				return b, false
+			}
+			b = append(b, `,"location":`...)
+			if b, ok = appendPlain(b, a.Location); !ok {
+				return b, false
+			}
+			b = append(b, `,"quantity":`...)
+			b = strconv.AppendInt(b, a.Quantity, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
 	}
 	return append(b, '}'), true
 }

@@ -17,7 +17,10 @@ import (
 func TestAppendOrderAsMarshal(t *testing.T) {
 	// appendOrder names each field: a new one must be added there too.
 	if n := reflect.TypeFor[orders.Order]().NumField(); n != 9 {
-		t.Fatalf("orders.Order has %d fields, appendOrder writes 8 and leaves Allocations to encoding/json", n)
+		t.Fatalf("orders.Order has %d fields, appendOrder writes 9", n)
+	}
+	if n := reflect.TypeFor[orders.Allocation]().NumField(); n != 3 {
+		t.Fatalf("orders.Allocation has %d fields, appendOrder writes 3", n)
 	}
 	if n := reflect.TypeFor[orders.Item]().NumField(); n != 4 {
 		t.Fatalf("orders.Item has %d fields, appendOrder writes 2 and leaves Location and Split to encoding/json", n)
@@ -38,6 +41,10 @@ func TestAppendOrderAsMarshal(t *testing.T) {
 		{ID: "o", CreatedAt: far}, {ID: "o", CreatedAt: odd}, {ID: "o", CreatedAt: at, CancelledAt: &far},
 		{ID: "o", Items: []orders.Item{{SKU: "A", Quantity: 1, Location: "berlin"}}},
 		{ID: "o", Allocations: []orders.Allocation{{SKU: "A", Location: "berlin", Quantity: 1}}},
+		{ID: "o", Status: orders.StatusPlaced, Items: []orders.Item{{SKU: "A", Quantity: 3}}, CreatedAt: at, Customer: "c",
+			Allocations: []orders.Allocation{{SKU: "A", Location: "berlin", Quantity: 1}, {SKU: "A", Location: "default", Quantity: 2}}},
+		{ID: "o", Allocations: []orders.Allocation{{SKU: "A", Location: "b<", Quantity: 1}}},
+		{ID: "o", Allocations: []orders.Allocation{}},
 	} {
 		want, wantErr := json.Marshal(o)
 		got, ok := appendOrder([]byte("prefix"), &o)
@@ -52,6 +59,11 @@ func TestAppendOrderAsMarshal(t *testing.T) {
 	}
 	if _, ok := appendOrder(nil, &full); !ok {
 		t.Error("a plain order is left to encoding/json")
+	}
+	located := full
+	located.Allocations = []orders.Allocation{{SKU: "A-1", Location: "berlin", Quantity: 2}}
+	if _, ok := appendOrder(nil, &located); !ok {
+		t.Error("an order with allocations is left to encoding/json")
 	}
 }
 
