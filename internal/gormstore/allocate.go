@@ -307,3 +307,24 @@ func allocationsIn(rows []allocationRow) []orders.Allocation {
 	}
 	return out
 }
+
+// leadAllocations moves the allocations' INSERT into the WITH queries that
+// lead the write's first INSERT (l, with the events and the caps'
+// counters), on PostgreSQL: a round trip fewer for a batch of a located SKU.
+// Elsewhere, or for more rows than one INSERT takes, they stay an INSERT of
+// their own.
+func (r *inserts) leadAllocations(tx *gorm.DB, l *leading) *leading {
+	rows := r.allocations
+	if tx.Name() != "postgres" || len(rows) == 0 || len(rows) > insertRows {
+		return l
+	}
+	r.allocations = nil
+	args := make([]any, 0, 4*len(rows))
+	for _, row := range rows {
+		args = append(args, row.values()...)
+	}
+	return l.with("written_allocations", func(n int) string {
+		b, _ := appendInsert(nil, make([]any, n), rows, true) // numbered from $n+1
+		return string(b)
+	}, args...)
+}

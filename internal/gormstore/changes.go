@@ -174,6 +174,7 @@ func (w *endings) write(ps []orders.Placement) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	events = w.rows.leadAllocations(w.tx, events)
 	if err := w.rows.insert(w.tx, events); err != nil || len(changes) == 0 {
 		return nil, err
 	}
