@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -25,6 +26,11 @@ type delta struct{ available, reserved, sold, stocked int64 }
 // Where the database can (returning), the update returns the row as it left
 // it, into after, so that the write need not read it again.
 func (s *Store) shift(tx *gorm.DB, sku string, d delta, fence, events int64, after map[string]skuRow) error {
+	if d == (delta{}) && fence == orders.NoFence && events == 0 {
+		// A shift that changes nothing only locks the row: as an UPDATE, MySQL
+		// would count the row it leaves as it was as no row, a refusal.
+		return tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("sku = ?", sku).Take(&skuRow{}).Error
+	}
 	n, err := s.shiftBy(tx, sku, d, -d.available, 0, fence, events, after)
 	if err != nil || n == 1 {
 		return err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/stockguard/internal/orders"
 )
@@ -124,15 +123,8 @@ WHERE sku = ? AND location = ? AND available + ? >= 0 AND reserved + ? >= 0`,
 func (s *Store) StockLocations(ctx context.Context, sku string) ([]orders.LocationStock, error) {
 	db, cancel := s.conn(ctx)
 	defer cancel()
-	levels, err := levelsOf(db, []string{sku})
-	if err != nil {
-		return nil, unavailable("stock locations", err)
-	}
-	out := make([]orders.LocationStock, len(levels[sku]))
-	for i, l := range levels[sku] {
-		out[i] = l.stock()
-	}
-	return out, nil
+	out, err := locationsIn(db, sku)
+	return out, unavailable("stock locations", err)
 }
 
 // atLocation runs a change of sku's stock in location: the SKU's row
@@ -156,14 +148,8 @@ func (s *Store) atLocation(tx *gorm.DB, sku, location string, fence int64, event
 		return orders.Stock{}, false, err
 	}
 	// The fenced shift first, by nothing: it takes the SKU's row lock and
-	// refuses a stale holder before anything is read under it. With no
-	// token it would change nothing (MySQL then counts no row): the lock is
-	// taken by a locking read.
-	if fence != orders.NoFence {
-		if err := s.shift(tx, sku, delta{}, fence, 0, nil); err != nil {
-			return orders.Stock{}, false, err
-		}
-	} else if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("sku = ?", sku).Take(&skuRow{}).Error; err != nil {
+	// refuses a stale holder before anything is read under it.
+	if err := s.shift(tx, sku, delta{}, fence, 0, nil); err != nil {
 		return orders.Stock{}, false, err
 	}
 	if err := locate(tx, sku, location); err != nil {
@@ -183,10 +169,8 @@ func (s *Store) atLocation(tx *gorm.DB, sku, location string, fence int64, event
 	if err != nil {
 		return orders.Stock{}, false, err
 	}
-	if d != (delta{}) || events.count[sku] > 0 { // else no change: MySQL would count no row
-		if err := s.shift(tx, sku, d, orders.NoFence, events.count[sku], nil); err != nil {
-			return orders.Stock{}, false, err
-		}
+	if err := s.shift(tx, sku, d, orders.NoFence, events.count[sku], nil); err != nil {
+		return orders.Stock{}, false, err
 	}
 	if ok, err := shiftLocation(tx, sku, location, d); err != nil || !ok {
 		return orders.Stock{}, false, cmpErr(err, fmt.Errorf("sku %s at %s: counts cannot change by %+v", sku, location, d))

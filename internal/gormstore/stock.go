@@ -189,10 +189,8 @@ func (s *Store) SetStock(ctx context.Context, sku string, set orders.StockSet, f
 			created = true
 			events.creates(sku)
 			err = tx.Create(&skuRow{SKU: sku, Available: available, Stocked: available, Fence: fence, EventSeq: 1, UpdatedAt: s.now()}).Error
-		} else if d != (delta{}) || fence != orders.NoFence {
-			// The guarded, fenced shift by the difference (none to make
-			// without a difference or a token: MySQL would count the row it
-			// leaves as it was as not changed, a refusal).
+		} else {
+			// The guarded, fenced shift by the difference.
 			err = s.shift(tx, sku, d, fence, events.count[sku], nil)
 			if err == nil {
 				err = shiftDefault(tx, sku, d, &events)

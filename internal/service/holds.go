@@ -76,8 +76,15 @@ func (s *Service) ownHold(ctx context.Context, id string) error {
 	if orders.CallerOf(ctx).Admin() {
 		return nil
 	}
-	_, err := s.Reservation(ctx, id)
-	return err
+	// Holds, not Reservation: the one statement, without where its units are.
+	holds, err := s.store.Holds(ctx, []string{id})
+	if err != nil {
+		return err
+	}
+	if r, ok := holds[id]; !ok || !orders.CallerOf(ctx).Owns(r.ClientID) {
+		return fmt.Errorf("hold %s: %w", id, orders.ErrNotFound) // another client's reads as none
+	}
+	return nil
 }
 
 // Confirm makes a held hold an order, at most once: a retry (the same key, or
