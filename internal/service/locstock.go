@@ -80,8 +80,8 @@ func (s *Service) Transfer(ctx context.Context, sku string, t orders.Transfer, k
 }
 
 // keyedStocking is stocking once per key: a key with a record replays the
-// SKU's stock now (or its mismatch), and a key recorded meanwhile by the same
-// request's retry is answered as the retry would be.
+// SKU's stock now (or its mismatch), and a key recorded meanwhile (the same
+// request's first try committed first) is answered as a retry would be.
 func (s *Service) keyedStocking(ctx context.Context, sku string, k orders.Keyed,
 	write func(ctx context.Context, fence int64) (orders.Stock, bool, error),
 ) (orders.Stocked, error) {
@@ -93,9 +93,6 @@ func (s *Service) keyedStocking(ctx context.Context, sku string, k orders.Keyed,
 		if r, ok := s.recorded(ctx, k); ok {
 			return s.replayRestock(ctx, sku, r)
 		}
-	}
-	if err == nil && st.Locations == nil {
-		st.Locations = defaultOnly(st)
 	}
 	return orders.Stocked{Stock: st, Created: created}, err
 }

@@ -280,10 +280,7 @@ func (s *Service) RestockOnce(ctx context.Context, sku string, quantity int64, k
 	if key != "" {
 		k.Hash = hashOf("restock", sku, strconv.FormatInt(quantity, 10))
 	}
-	if r, ok := s.recorded(ctx, k); ok {
-		return s.replayRestock(ctx, sku, r)
-	}
-	st, created, err := s.stocking(ctx, sku, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
+	return s.keyedStocking(ctx, sku, k, func(ctx context.Context, fence int64) (orders.Stock, bool, error) {
 		_, err := s.store.Stock(ctx, sku)
 		created := errors.Is(err, orders.ErrNotFound)
 		if err != nil && !created {
@@ -292,14 +289,6 @@ func (s *Service) RestockOnce(ctx context.Context, sku string, quantity int64, k
 		st, err := s.store.RestockOnce(ctx, sku, quantity, fence, k)
 		return st, created, err
 	})
-	if errors.Is(err, orders.ErrIdempotencyConflict) {
-		// The same key's restock committed first, meanwhile: this one made
-		// nothing; answer as a retry would be.
-		if r, ok := s.recorded(ctx, k); ok {
-			return s.replayRestock(ctx, sku, r)
-		}
-	}
-	return orders.Stocked{Stock: st, Created: created}, err
 }
 
 // replayRestock answers a restock whose key has a record: the SKU's counters
