@@ -1,0 +1,3 @@
+module github.com/stockguard/stockguard/pkg/client
+
+go 1.26.0
