@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
@@ -247,7 +248,7 @@ func (c *Client) attempt(ctx context.Context, o *op, key string, body []byte) at
 	}
 	defer resp.Body.Close()
 	res := attemptResult{resp: resp}
-	if ok(o, resp.StatusCode) {
+	if ok(o, resp.StatusCode) && !isProblemJSON(resp.Header.Get("Content-Type")) {
 		data, err := readAtMost(resp.Body, maxAnswer)
 		if err != nil {
 			res.err = err // cut mid-answer: as lost as no answer
@@ -281,6 +282,13 @@ func ok(o *op, status int) bool {
 		return slices.Contains(o.ok, status)
 	}
 	return status >= 200 && status < 300
+}
+
+// isProblemJSON reports an RFC 9457 body: an error, even with a status the
+// operation takes as an answer (a balancer's 503 to Readyz).
+func isProblemJSON(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "application/problem+json"
 }
 
 // readAtMost reads r to its end, or n bytes of it and errAnswerTooLarge.
