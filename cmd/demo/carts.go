@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The carts round: a flash sale with checkouts. More shoppers than units rush
@@ -95,9 +93,12 @@ func runCarts(ctx context.Context, cl cluster, do options, o cartOptions, log *s
 	lbURL, replicas := cl.url, do.replicas
 	transport := &http.Transport{MaxIdleConnsPerHost: rushConcurrency} // no proxy: the balancer is on loopback
 	defer transport.CloseIdleConnections()
-	c := &cartRound{shop: &shop{client: &http.Client{Transport: transport, Timeout: 10 * time.Second}, url: lbURL, admin: do.admin},
-		sku: "CART-" + strconv.FormatInt(time.Now().UnixNano(), 36), o: o, log: log} // a SKU of its own in a shared database
-	if err := storefrontKey(ctx, c.shop, do, log); err != nil { // the shoppers' key
+	sh, err := newShop(&http.Client{Transport: transport, Timeout: 10 * time.Second}, lbURL, do.admin)
+	if err != nil {
+		return cartResult{}, err
+	}
+	c := &cartRound{shop: sh, sku: "CART-" + strconv.FormatInt(time.Now().UnixNano(), 36), o: o, log: log} // a SKU of its own in a shared database
+	if err := storefrontKey(ctx, c.shop, do, log); err != nil {                                            // the shoppers' key
 		return cartResult{}, err
 	}
 	cursor, err := feed{shop: c.shop}.end(ctx) // the round's events come after it
@@ -106,8 +107,8 @@ func runCarts(ctx context.Context, cl cluster, do options, o cartOptions, log *s
 	}
 	log.Info("carts round starts", "replicas", replicas, "balancer", lbURL, "sku", c.sku, "units", o.stock,
 		"shoppers", o.shoppers, "hold_ttl", o.ttl, "sweep_interval", o.sweep)
-	if code, err := c.shop.call(ctx, http.MethodPost, "/v1/skus/"+c.sku+"/restock", true, map[string]int{"quantity": o.stock}, nil); err != nil || code/100 != 2 {
-		return cartResult{}, fmt.Errorf("restock: status %d: %w", code, err)
+	if _, err := c.shop.op.Restock(ctx, c.sku, client.RestockRequest{Quantity: o.stock}); err != nil {
+		return cartResult{}, fmt.Errorf("restock: %w", err)
 	}
 	c.r.Stocked = int64(o.stock)
 
@@ -136,7 +137,7 @@ func runCarts(ctx context.Context, cl cluster, do options, o cartOptions, log *s
 	}
 	log.Info("carts: the rush is over", "took", time.Since(start).Round(time.Millisecond), "holds", c.r.Holds,
 		"units_held", c.r.Held, "sold", c.r.Sold, "released", c.r.Released, "refused", c.r.Refused,
-		"available", after.Available, "reserved", after.Held)
+		"available", after.Available, "reserved", after.Reserved)
 
 	if err := c.resell(ctx); err != nil {
 		return cartResult{}, err
@@ -152,7 +153,7 @@ func runCarts(ctx context.Context, cl cluster, do options, o cartOptions, log *s
 	// beyond them came back from an expired cart, as nothing else returns units
 	// after the rush (exact when no cart expired during the rush, a lower bound
 	// otherwise).
-	c.r.Resold = max(0, c.soldLate-after.Available)
+	c.r.Resold = max(0, c.soldLate-int64(after.Available))
 	if err := c.audit(ctx); err != nil {
 		return cartResult{}, err
 	}
@@ -237,21 +238,21 @@ func (c *cartRound) resell(ctx context.Context) error {
 		waiting, deadline := c.waiting, c.lastHold.Add(c.o.ttl+c.o.sweep+replicaLease+time.Second)
 		c.mu.Unlock()
 		switch {
-		case st.Held == 0 && (st.Available == 0 || len(waiting) == 0):
+		case st.Reserved == 0 && (st.Available == 0 || len(waiting) == 0):
 			return nil
-		case time.Now().After(deadline) && st.Held > 0:
-			return fmt.Errorf("I6: %d units still held past every hold's expiry + one sweep interval + one lease", st.Held)
+		case time.Now().After(deadline) && st.Reserved > 0:
+			return fmt.Errorf("I6: %d units still held past every hold's expiry + one sweep interval + one lease", st.Reserved)
 		case time.Now().After(deadline):
 			return fmt.Errorf("%d units available with %d shoppers waiting, past every hold's expiry + one sweep interval + one lease",
 				st.Available, len(waiting))
 		case st.Available > 0 && len(waiting) > 0:
-			c.log.Info("carts: units back on sale, waiting shoppers buy them", "available", st.Available, "reserved", st.Held)
-			if c.buyBack(ctx, st.Available) > 0 {
+			c.log.Info("carts: units back on sale, waiting shoppers buy them", "available", st.Available, "reserved", st.Reserved)
+			if c.buyBack(ctx, int64(st.Available)) > 0 {
 				continue
 			}
 		case time.Since(said) >= time.Second:
 			said = time.Now()
-			c.log.Info("carts: waiting for abandoned carts to expire", "reserved", st.Held, "available", st.Available,
+			c.log.Info("carts: waiting for abandoned carts to expire", "reserved", st.Reserved, "available", st.Available,
 				"sold", st.Sold, "shoppers_waiting", len(waiting))
 		}
 		if !sleep(ctx, pollEvery) {
@@ -300,21 +301,19 @@ func (c *cartRound) buyBack(ctx context.Context, available int64) int {
 
 // hold asks for qty units; false when refused for want of stock or failed.
 func (c *cartRound) hold(ctx context.Context, qty int64) (hold, bool) {
-	var r orders.Reservation
-	code, err := c.shop.call(ctx, http.MethodPost, "/v1/reservations", false,
-		map[string]any{"items": []orders.Item{{SKU: c.sku, Quantity: int(qty)}}, "ttl": c.o.ttl.String()}, &r)
+	r, err := c.shop.store.PlaceHold(ctx, client.HoldRequest{Items: []client.Item{{SKU: c.sku, Quantity: int(qty)}}, TTL: c.o.ttl.String()})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case err == nil && code == http.StatusCreated:
+	case err == nil:
 		c.r.Holds++
 		c.r.Held += qty
 		c.lastHold = time.Now()
 		return hold{id: r.ID, qty: qty}, true
-	case err == nil && code == http.StatusConflict:
+	case client.IsInsufficientStock(err):
 		c.r.Refused++
 	default:
-		c.problem("hold: status %d: %v", code, err)
+		c.problem("hold: %v", err)
 	}
 	return hold{}, false
 }
@@ -322,8 +321,8 @@ func (c *cartRound) hold(ctx context.Context, qty int64) (hold, bool) {
 // confirm pays for a cart; one confirmed too late expired, and is left to the
 // sweeper like an abandoned one.
 func (c *cartRound) confirm(ctx context.Context, h hold, late bool) {
-	code, err := c.shop.call(ctx, http.MethodPost, "/v1/reservations/"+h.id+"/confirm", false, nil, nil)
-	c.ended(h, code, err, http.StatusCreated, func() {
+	_, err := c.shop.store.ConfirmHold(ctx, h.id, client.ConfirmRequest{})
+	c.ended(h, err, func() {
 		c.r.Sold += h.qty
 		if late {
 			c.soldLate += h.qty
@@ -333,20 +332,22 @@ func (c *cartRound) confirm(ctx context.Context, h hold, late bool) {
 
 // release gives a cart back.
 func (c *cartRound) release(ctx context.Context, h hold) {
-	code, err := c.shop.call(ctx, http.MethodPost, "/v1/reservations/"+h.id+"/release", false, nil, nil)
-	c.ended(h, code, err, http.StatusOK, func() { c.r.Released += h.qty })
+	_, err := c.shop.store.ReleaseHold(ctx, h.id)
+	c.ended(h, err, func() { c.r.Released += h.qty })
 }
 
-func (c *cartRound) ended(h hold, code int, err error, want int, done func()) {
+// ended counts a hold's confirm or release (err nil), or one too late (the
+// hold expired: left to the sweeper).
+func (c *cartRound) ended(h hold, err error, done func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case err == nil && code == want:
+	case err == nil:
 		done()
-	case err == nil && code == http.StatusGone:
+	case client.IsReservationExpired(err):
 		c.left = append(c.left, h)
 	default:
-		c.problem("hold %s: status %d: %v", h.id, code, err)
+		c.problem("hold %s: %v", h.id, err)
 	}
 }
 
@@ -354,22 +355,21 @@ func (c *cartRound) ended(h hold, code int, err error, want int, done func()) {
 // its audit, and checks that the shoppers' accounts and the service's agree.
 func (c *cartRound) audit(ctx context.Context) error {
 	for _, h := range c.left {
-		var r orders.Reservation
-		code, err := c.shop.call(ctx, http.MethodGet, "/v1/reservations/"+h.id, false, nil, &r)
+		r, err := c.shop.store.GetHold(ctx, h.id)
 		if err != nil {
 			return err
 		}
-		if code != http.StatusOK || r.Status != orders.HoldExpired {
-			c.problem("hold %s left to expire: status %d, %q", h.id, code, r.Status)
+		if r.Status != client.HoldExpired {
+			c.problem("hold %s left to expire: %q", h.id, r.Status)
 			continue
 		}
 		c.r.Expired += h.qty
 	}
-	var a orders.Audit
-	if code, err := c.shop.call(ctx, http.MethodGet, "/v1/audit", true, nil, &a); err != nil || code != http.StatusOK {
-		return fmt.Errorf("audit: status %d: %w", code, err)
+	a, err := c.shop.op.Audit(ctx, client.AuditParams{})
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
 	}
-	var s *orders.SKUAudit
+	var s *client.SKUAudit
 	for i := range a.SKUs {
 		if a.SKUs[i].SKU == c.sku {
 			s = &a.SKUs[i]
@@ -378,31 +378,31 @@ func (c *cartRound) audit(ctx context.Context) error {
 	if s == nil {
 		return fmt.Errorf("audit: no %s", c.sku)
 	}
-	c.r.Oversold = s.Oversold
+	stocked, available, reserved, sold := int64(s.Stocked), int64(s.Available), int64(s.Reserved), int64(s.Sold)
+	c.r.Oversold = int64(s.Oversold)
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
 			c.problem(format, args...)
 		}
 	}
 	check(s.Consistent && s.Oversold == 0, "audit: consistent %v, oversold %d", s.Consistent, s.Oversold)
-	check(s.Stocked == s.Available+s.Held+s.Sold && s.Sold+s.Held <= s.Stocked,
-		"I1: stocked %d, available %d, reserved %d, sold %d", s.Stocked, s.Available, s.Held, s.Sold)
-	check(s.Stocked == c.r.Stocked && s.Sold == c.r.Sold && s.Held == 0,
+	check(stocked == available+reserved+sold && sold+reserved <= stocked,
+		"I1: stocked %d, available %d, reserved %d, sold %d", stocked, available, reserved, sold)
+	check(stocked == c.r.Stocked && sold == c.r.Sold && reserved == 0,
 		"the service says stocked %d, sold %d, reserved %d; the shoppers stocked %d and bought %d, and every cart ended",
-		s.Stocked, s.Sold, s.Held, c.r.Stocked, c.r.Sold)
+		stocked, sold, reserved, c.r.Stocked, c.r.Sold)
 	check(c.r.Held == c.r.Sold+c.r.Released+c.r.Expired,
 		"units held %d, but sold %d + released %d + expired %d", c.r.Held, c.r.Sold, c.r.Released, c.r.Expired)
 	c.r.Consistent = len(c.r.Problems) == 0
 	return nil
 }
 
-func (c *cartRound) stock(ctx context.Context) (orders.Stock, error) {
-	var st orders.Stock
-	code, err := c.shop.call(ctx, http.MethodGet, "/v1/skus/"+c.sku, false, nil, &st)
-	if err == nil && code != http.StatusOK {
-		err = fmt.Errorf("GET /v1/skus/%s: status %d", c.sku, code)
+func (c *cartRound) stock(ctx context.Context) (client.Stock, error) {
+	st, err := c.shop.store.GetSKU(ctx, c.sku)
+	if err != nil {
+		return client.Stock{}, err
 	}
-	return st, err
+	return *st, nil
 }
 
 // problem records a failed check or an unexpected answer; the caller holds mu
@@ -411,58 +411,6 @@ func (c *cartRound) problem(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	c.r.Problems = append(c.r.Problems, msg)
 	c.log.Warn("carts: a check failed", "problem", msg)
-}
-
-// shop is the service behind the balancer, seen by a shopper (with the
-// storefront's key) or by its operator (with the admin token).
-type shop struct {
-	client *http.Client
-	url    string
-	admin  string // the admin token
-	key    string // the storefront client's API key; empty: the admin token
-}
-
-// credential is the bearer secret of a call: the admin token's for the
-// operator's calls, else the storefront's key.
-func (s *shop) credential(admin bool) string {
-	if admin || s.key == "" {
-		return s.admin
-	}
-	return s.key
-}
-
-// call sends body (when not nil) as JSON with the admin token (admin) or the
-// storefront's key, decodes a 2xx answer into out (when not nil) and returns
-// the status.
-func (s *shop) call(ctx context.Context, method, path string, admin bool, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+s.credential(admin))
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return resp.StatusCode, err
-		}
-	}
-	_, _ = io.Copy(io.Discard, resp.Body) // the connection is kept for the next request
-	return resp.StatusCode, nil
 }
 
 // sleep waits d (a shopper's think time, or the pause between two looks at the

@@ -51,7 +51,7 @@ func TestCartsAuditChecks(t *testing.T) {
 			})
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
-			c := &cartRound{shop: &shop{client: srv.Client(), url: srv.URL, admin: testAdmin}, sku: "CART-T", log: slog.New(slog.DiscardHandler),
+			c := &cartRound{shop: testShop(t, srv, testAdmin), sku: "CART-T", log: slog.New(slog.DiscardHandler),
 				left: []hold{{id: "h1", qty: 1}}, r: cartResult{Stocked: 2, Holds: 2, Held: 3, Sold: 2}}
 			if err := c.audit(context.Background()); err != nil {
 				t.Fatal(err)
@@ -65,4 +65,14 @@ func TestCartsAuditChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testShop is the shop of a fake service, with admin as its admin token.
+func testShop(t *testing.T, srv *httptest.Server, admin string) *shop {
+	t.Helper()
+	sh, err := newShop(srv.Client(), srv.URL, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 
 	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // Every route but health, readiness and the contract needs a credential. The
@@ -33,28 +33,15 @@ const (
 // newStorefront makes the storefront client and a key for it on the service
 // behind sh, with the admin token, and returns the key's secret.
 func newStorefront(ctx context.Context, sh *shop) (string, error) {
-	body := map[string]any{"name": storefrontName, "scopes": storefrontScopes,
-		"max_units_held_per_sku": storefrontMaxHeld,
-		"rate_limit":             map[string]any{"per_second": storefrontRate, "burst": storefrontRate}}
-	var c struct {
-		ID string `json:"id"`
-	}
-	code, err := sh.call(ctx, http.MethodPost, "/v1/clients", true, body, &c)
-	if err == nil && (code != http.StatusCreated || c.ID == "") {
-		err = fmt.Errorf("status %d", code)
-	}
+	held := storefrontMaxHeld
+	c, err := sh.op.CreateClient(ctx, client.ClientRequest{Name: storefrontName, Scopes: scopeNames(storefrontScopes),
+		MaxUnitsHeldPerSKU: &held, RateLimit: &client.RateLimit{PerSecond: storefrontRate, Burst: storefrontRate}})
 	if err != nil {
-		return "", fmt.Errorf("POST /v1/clients (the storefront): %w", err)
+		return "", fmt.Errorf("the storefront's client: %w", err)
 	}
-	var k struct {
-		Secret string `json:"secret"`
-	}
-	code, err = sh.call(ctx, http.MethodPost, "/v1/clients/"+c.ID+"/keys", true, nil, &k)
-	if err == nil && (code != http.StatusCreated || k.Secret == "") {
-		err = fmt.Errorf("status %d", code)
-	}
+	k, err := sh.op.CreateKey(ctx, c.ID)
 	if err != nil {
-		return "", fmt.Errorf("POST /v1/clients/%s/keys: %w", c.ID, err)
+		return "", fmt.Errorf("the storefront's key: %w", err)
 	}
 	return k.Secret, nil
 }
@@ -65,14 +52,15 @@ func newStorefront(ctx context.Context, sh *shop) (string, error) {
 // its own).
 func storefrontKey(ctx context.Context, sh *shop, o options, log *slog.Logger) error {
 	if o.apiKey != "" {
-		sh.key = o.apiKey
-		return nil
+		return sh.useKey(o.apiKey)
 	}
 	key, err := newStorefront(ctx, sh)
 	if err != nil {
 		return err
 	}
-	sh.key = key
+	if err := sh.useKey(key); err != nil {
+		return err
+	}
 	log.Info("made the storefront client and its key with the admin token", "balancer", sh.url, "scopes", scopeList(storefrontScopes))
 	return nil
 }
@@ -87,12 +75,14 @@ func callers(o options) string {
 		who, scopeList(storefrontScopes))
 }
 
-func scopeList(scopes []orders.Scope) string {
+func scopeList(scopes []orders.Scope) string { return strings.Join(scopeNames(scopes), ", ") }
+
+func scopeNames(scopes []orders.Scope) []string {
 	names := make([]string, len(scopes))
 	for i, s := range scopes {
 		names[i] = string(s)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // readKeyFile returns the secret in path: its first line, trimmed.

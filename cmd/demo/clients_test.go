@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The demo makes its storefront client and key with the admin token, then
@@ -44,27 +46,32 @@ func TestStorefrontKeyAndCredentials(t *testing.T) {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		record(r)
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+		}
 		_, _ = w.Write([]byte(`{}`))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	sh := &shop{client: srv.Client(), url: srv.URL, admin: testAdmin}
+	sh := testShop(t, srv, testAdmin)
 	if err := storefrontKey(context.Background(), sh, options{}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if sh.key != secret {
 		t.Fatalf("the shop's key is %q, want the new key's secret", sh.key)
 	}
-	for _, c := range []struct {
-		method, path string
-		admin        bool
-	}{{"POST", "/v1/reservations", false}, {"GET", "/v1/skus/A", false}, {"GET", "/v1/audit", true}} {
-		if _, err := sh.call(context.Background(), c.method, c.path, c.admin, nil, nil); err != nil {
-			t.Fatal(err)
-		}
+	ctx := context.Background()
+	if _, err := sh.store.PlaceHold(ctx, client.HoldRequest{Items: []client.Item{{SKU: "A", Quantity: 1}}}); err != nil {
+		t.Fatal(err)
 	}
-	smp := &sampler{shop: sh}
+	if _, err := sh.store.GetSKU(ctx, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.op.Audit(ctx, client.AuditParams{}); err != nil {
+		t.Fatal(err)
+	}
+	smp := &sampler{shop: sh, route: holdsRoute}
 	smp.scrape(context.Background(), srv.URL)
 	want := map[string]string{
 		"POST /v1/clients":            "Bearer " + testAdmin,
@@ -81,7 +88,7 @@ func TestStorefrontKeyAndCredentials(t *testing.T) {
 	}
 
 	// A key given to the demo (the compose stack's) is used as it is: no client made.
-	given := &shop{client: srv.Client(), url: srv.URL, admin: testAdmin}
+	given := testShop(t, srv, testAdmin)
 	delete(seen, "POST /v1/clients")
 	if err := storefrontKey(context.Background(), given, options{apiKey: "sk_sg_given"}, slog.New(slog.DiscardHandler)); err != nil || given.key != "sk_sg_given" {
 		t.Fatalf("a given key: %v, %q", err, given.key)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The stock events of a round, read from the pull feed (GET /v1/events). Before
@@ -39,58 +38,30 @@ var errFeedTooLong = fmt.Errorf("more than %d events in the feed after the curso
 // feed reads GET /v1/events (admin only: events name orders and holds).
 type feed struct{ shop *shop }
 
-// eventPage is the feed's answer, in the list shape of the other listings.
-type eventPage struct {
-	Data    []orders.Event `json:"data"`
-	HasMore bool           `json:"has_more"`
-}
-
-// page reads up to feedPage events after the event whose id is after (from the
-// first when empty).
-func (f feed) page(ctx context.Context, after string) (eventPage, error) {
-	q := url.Values{"limit": {strconv.Itoa(feedPage)}}
-	if after != "" {
-		q.Set("starting_after", after)
-	}
-	ctx, cancel := context.WithTimeout(ctx, eventsRequests)
-	defer cancel()
-	var p eventPage
-	code, err := f.shop.call(ctx, http.MethodGet, "/v1/events?"+q.Encode(), true, nil, &p)
-	if err == nil && code != http.StatusOK {
-		err = fmt.Errorf("status %d", code)
-	}
-	if err != nil {
-		return eventPage{}, fmt.Errorf("GET /v1/events after %q: %w", after, err)
-	}
-	return p, nil
-}
-
-// read calls each with every event after cursor, page by page to the feed's
-// current end, and returns the last event's id (cursor when none). It stops
-// after maxFeedEvents, with errFeedTooLong.
-func (f feed) read(ctx context.Context, cursor string, each func(orders.Event)) (string, error) {
-	for n := 0; ; {
-		p, err := f.page(ctx, cursor)
+// read calls each with every event after cursor, page by page (the client
+// pages with starting_after) to the feed's current end, and returns the last
+// event's id (cursor when none). It stops after maxFeedEvents, with
+// errFeedTooLong.
+func (f feed) read(ctx context.Context, cursor string, each func(client.Event)) (string, error) {
+	n := 0
+	for e, err := range f.shop.op.ListEvents(ctx, client.ListEventsParams{Limit: feedPage, StartingAfter: cursor}) {
 		if err != nil {
-			return cursor, err
+			return cursor, fmt.Errorf("GET /v1/events after %q: %w", cursor, err)
 		}
-		for _, e := range p.Data {
-			each(e)
-			cursor = e.ID
-		}
-		if n += len(p.Data); !p.HasMore || len(p.Data) == 0 {
-			return cursor, nil
-		}
-		if n >= maxFeedEvents {
+		if n == maxFeedEvents {
 			return cursor, errFeedTooLong
 		}
+		each(e)
+		cursor = e.ID
+		n++
 	}
+	return cursor, nil
 }
 
 // end is the id of the feed's last event now ("" when it is empty): where a
 // round's events will start.
 func (f feed) end(ctx context.Context) (string, error) {
-	return f.read(ctx, "", func(orders.Event) {})
+	return f.read(ctx, "", func(client.Event) {})
 }
 
 // skuEvents is the check of one SKU's events.
@@ -99,8 +70,8 @@ type skuEvents struct {
 	Events           int
 	FirstSeq, Seq    int64 // the first and the last seq
 	Gaps, Repeats    int   // seqs missing, and seqs seen twice or out of order
-	Base             orders.Levels
-	Rebuilt, Current orders.Levels // from the events; GET /v1/skus/{sku}'s
+	Base             client.Levels
+	Rebuilt, Current client.Levels // from the events; GET /v1/skus/{sku}'s
 	// Stale counts the events whose counters are not the previous event's
 	// plus their change: writes made from a stale read (only the unsafe
 	// strategy makes them).
@@ -117,7 +88,7 @@ func (s skuEvents) OK() bool {
 
 // typeCount is how many events of one type a round wrote.
 type typeCount struct {
-	Type  orders.EventType
+	Type  string
 	Count int
 }
 
@@ -129,7 +100,7 @@ type eventReport struct {
 	Events      int    // of the round's SKUs
 	Types       []typeCount
 	SKUs        []skuEvents
-	First, Last []orders.Event
+	First, Last []client.Event
 	CaughtUp    bool     // every SKU's last event carried its current counters
 	Problems    []string // what a guarded round's events got wrong
 }
@@ -141,20 +112,20 @@ func (r eventReport) OK() bool { return r.Unsafe || len(r.Problems) == 0 }
 // roundEvents reads the events of skus after cursor from f, waiting within
 // wait until the feed has every SKU's last change, and checks them; current
 // reads a SKU's counters now.
-func roundEvents(ctx context.Context, f feed, current func(context.Context, string) (orders.Stock, error),
+func roundEvents(ctx context.Context, f feed, current func(context.Context, string) (client.Stock, error),
 	round, cursor string, skus []string, unsafe bool, wait time.Duration) (eventReport, error) {
 	r := eventReport{Round: round, Unsafe: unsafe, Cursor: cursor}
-	var all []orders.Event
-	bySKU := map[string][]orders.Event{}
+	var all []client.Event
+	bySKU := map[string][]client.Event{}
 	for _, s := range skus {
 		bySKU[s] = nil
 	}
-	now := map[string]orders.Stock{}
+	now := map[string]client.Stock{}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for after := cursor; ; {
 		var err error
-		after, err = f.read(ctx, after, func(e orders.Event) {
+		after, err = f.read(ctx, after, func(e client.Event) {
 			if _, ok := bySKU[e.SKU]; ok {
 				bySKU[e.SKU] = append(bySKU[e.SKU], e)
 				all = append(all, e)
@@ -183,11 +154,12 @@ func roundEvents(ctx context.Context, f feed, current func(context.Context, stri
 		return r, ctx.Err()
 	}
 	r.Events = len(all)
-	counts := map[orders.EventType]int{}
+	counts := map[string]int{}
 	for _, e := range all {
 		counts[e.Type]++
 	}
-	for _, t := range orders.EventTypes {
+	for _, et := range orders.EventTypes {
+		t := string(et)
 		if counts[t] > 0 {
 			r.Types = append(r.Types, typeCount{t, counts[t]})
 		}
@@ -228,15 +200,15 @@ func (r *eventReport) problem(format string, args ...any) {
 }
 
 // checkSKU rebuilds a SKU's counters from its events and checks their seqs.
-func checkSKU(sku string, evs []orders.Event, current orders.Levels) skuEvents {
+func checkSKU(sku string, evs []client.Event, current client.Levels) skuEvents {
 	c := skuEvents{SKU: sku, Events: len(evs), Current: current}
 	if len(evs) == 0 {
 		return c
 	}
 	evs = slices.Clone(evs)
-	slices.SortStableFunc(evs, func(a, b orders.Event) int { return int(a.Seq - b.Seq) })
+	slices.SortStableFunc(evs, func(a, b client.Event) int { return int(a.Seq - b.Seq) })
 	c.FirstSeq, c.Seq = evs[0].Seq, evs[len(evs)-1].Seq
-	c.Base = evs[0].Counters.Sub(evs[0].Change)
+	c.Base = sub(evs[0].Counters, evs[0].Change)
 	c.Rebuilt = c.Base
 	for i, e := range evs {
 		if i > 0 {
@@ -246,17 +218,17 @@ func checkSKU(sku string, evs []orders.Event, current orders.Levels) skuEvents {
 			case d > 1:
 				c.Gaps += int(d - 1)
 			}
-			if evs[i-1].Counters.Add(e.Change) != e.Counters {
+			if add(evs[i-1].Counters, e.Change) != e.Counters {
 				c.Stale++
 			}
 		}
-		c.Rebuilt = c.Rebuilt.Add(e.Change)
+		c.Rebuilt = add(c.Rebuilt, e.Change)
 	}
 	return c
 }
 
-func levels(s orders.Stock) orders.Levels {
-	return orders.Levels{Available: s.Available, Reserved: s.Held, Sold: s.Sold, Stocked: s.Stocked}
+func levels(s client.Stock) client.Levels {
+	return client.Levels{Available: s.Available, Reserved: s.Reserved, Sold: s.Sold, Stocked: s.Stocked}
 }
 
 // typesText is the count of events by type, in one line.
@@ -333,19 +305,28 @@ func printEvents(w io.Writer, r eventReport) {
 // eventsOf reads the events of a round run on the replicas behind sh: cursor
 // is where the feed ended when the round began.
 func eventsOf(ctx context.Context, sh *shop, round, cursor string, skus []string) (eventReport, error) {
-	current := func(ctx context.Context, sku string) (orders.Stock, error) {
+	current := func(ctx context.Context, sku string) (client.Stock, error) {
 		ctx, cancel := context.WithTimeout(ctx, eventsRequests)
 		defer cancel()
-		var st orders.Stock
-		code, err := sh.call(ctx, http.MethodGet, "/v1/skus/"+sku, false, nil, &st)
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("GET /v1/skus/%s: status %d", sku, code)
+		st, err := sh.store.GetSKU(ctx, sku)
+		if err != nil {
+			return client.Stock{}, err
 		}
-		return st, err
+		return *st, nil
 	}
 	r, err := roundEvents(ctx, feed{shop: sh}, current, round, cursor, skus, round == string(orders.StrategyUnsafe), eventsWait)
 	if err != nil {
 		return r, fmt.Errorf("the %s round's events: %w", round, err)
 	}
 	return r, nil
+}
+
+// add is the counters l after the change d.
+func add(l, d client.Levels) client.Levels {
+	return client.Levels{Available: l.Available + d.Available, Reserved: l.Reserved + d.Reserved, Sold: l.Sold + d.Sold, Stocked: l.Stocked + d.Stocked}
+}
+
+// sub is the counters before the change d that left l.
+func sub(l, d client.Levels) client.Levels {
+	return add(l, client.Levels{Available: -d.Available, Reserved: -d.Reserved, Sold: -d.Sold, Stocked: -d.Stocked})
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // fixedFeed serves GET /v1/events from a fixed list of events as the service
@@ -123,14 +125,16 @@ func serveFeed(t *testing.T, f *fixedFeed) *shop {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	return &shop{client: srv.Client(), url: srv.URL, admin: feedToken}
+	return testShop(t, srv, feedToken)
 }
 
-func testCurrent(sh *shop) func(context.Context, string) (orders.Stock, error) {
-	return func(ctx context.Context, sku string) (orders.Stock, error) {
-		var st orders.Stock
-		_, err := sh.call(ctx, http.MethodGet, "/v1/skus/"+sku, false, nil, &st)
-		return st, err
+func testCurrent(sh *shop) func(context.Context, string) (client.Stock, error) {
+	return func(ctx context.Context, sku string) (client.Stock, error) {
+		st, err := sh.store.GetSKU(ctx, sku)
+		if err != nil {
+			return client.Stock{}, err
+		}
+		return *st, nil
 	}
 }
 
@@ -169,12 +173,12 @@ func TestRoundEventsFromAFixedFeed(t *testing.T) {
 			placed++
 		}
 	}
-	want := []typeCount{{orders.EventOrderPlaced, placed}, {orders.EventStockSet, 1}}
+	want := []typeCount{{string(orders.EventOrderPlaced), placed}, {string(orders.EventStockSet), 1}}
 	if len(r.Types) != 2 || r.Types[0] != want[0] || r.Types[1] != want[1] {
 		t.Errorf("by type %v, want %v", r.Types, want)
 	}
 	s := r.SKUs[0]
-	if s.Rebuilt != counters || s.Current != counters || s.FirstSeq != 1 || s.Seq != int64(len(mine)) || s.Gaps != 0 || s.Stale != 0 {
+	if s.Rebuilt != clientLevels(counters) || s.Current != clientLevels(counters) || s.FirstSeq != 1 || s.Seq != int64(len(mine)) || s.Gaps != 0 || s.Stale != 0 {
 		t.Errorf("the SKU's check: %+v; want rebuilt = current = %+v, seq 1 to %d", s, counters, len(mine))
 	}
 	if len(r.First) != eventsShown || len(r.Last) != eventsShown || r.First[0].Seq != 1 || r.Last[eventsShown-1].Seq != int64(len(mine)) {
@@ -190,9 +194,11 @@ func TestRoundEventsFromAFixedFeed(t *testing.T) {
 	}
 
 	// The feed answers only with the admin token: a wrong one is an error, not an empty round.
-	bad := *sh
-	bad.admin = "wrong"
-	if _, err := (feed{shop: &bad}).end(ctx); err == nil || !strings.Contains(err.Error(), "401") {
+	bad, err := newShop(sh.hc, sh.url, "wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (feed{shop: bad}).end(ctx); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("the feed with a wrong token: %v, want a 401 error", err)
 	}
 }
@@ -299,7 +305,7 @@ func TestRoundEventsOfTheUnsafeRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r.SKUs[0]
-	if !r.OK() || s.Gaps != 0 || s.Matches() || s.Stale == 0 || s.Rebuilt.Available >= 0 || s.Rebuilt.Sold != counters.Sold {
+	if !r.OK() || s.Gaps != 0 || s.Matches() || s.Stale == 0 || s.Rebuilt.Available >= 0 || s.Rebuilt.Sold != int(counters.Sold) {
 		t.Fatalf("unsafe: ok %v, %+v; want no gap, the changes past the stock, stale counters", r.OK(), s)
 	}
 	v := r.Verdict()
@@ -344,4 +350,9 @@ func cartSale(sku string, stock int64, holds int) ([]orders.Event, orders.Levels
 		}
 	}
 	return evs, c
+}
+
+// clientLevels are the service's counters as the client reads them.
+func clientLevels(l orders.Levels) client.Levels {
+	return client.Levels{Available: int(l.Available), Reserved: int(l.Reserved), Sold: int(l.Sold), Stocked: int(l.Stocked)}
 }

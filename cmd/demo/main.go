@@ -333,8 +333,10 @@ func runRound(ctx context.Context, start func(context.Context, string) (cluster,
 	prefix := "demo-" + strategy + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) // its SKU: <prefix>-0
 	transport := &http.Transport{}                                                    // no proxy: the replicas are on loopback
 	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 5 * time.Second}
-	sh := &shop{client: client, url: lbURL, admin: o.admin}
+	sh, err := newShop(&http.Client{Transport: transport, Timeout: 5 * time.Second}, lbURL, o.admin)
+	if err != nil {
+		return roundSeries{}, err
+	}
 	if err := storefrontKey(ctx, sh, o, log); err != nil {
 		return roundSeries{}, err
 	}

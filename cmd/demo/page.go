@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The demo's page: the unsafe and the default rounds side by side, then the
@@ -168,11 +168,11 @@ func newChart(kind, title, explain, unit string, lo, hi, tMax float64, lines []s
 }
 
 // changeText is an event's change, its non-zero counters signed.
-func changeText(l orders.Levels) string {
+func changeText(l client.Levels) string {
 	var parts []string
 	for _, c := range []struct {
 		name string
-		v    int64
+		v    int
 	}{{"available", l.Available}, {"reserved", l.Reserved}, {"sold", l.Sold}, {"stocked", l.Stocked}} {
 		if c.v != 0 {
 			parts = append(parts, fmt.Sprintf("%s %+d", c.name, c.v))
@@ -185,7 +185,7 @@ func changeText(l orders.Levels) string {
 }
 
 // countersText is a SKU's four counters, short.
-func countersText(l orders.Levels) string {
+func countersText(l client.Levels) string {
 	return fmt.Sprintf("available %d, reserved %d, sold %d, stocked %d", l.Available, l.Reserved, l.Sold, l.Stocked)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/internal/orders"
+
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // fixtureRounds are recorded-looking rounds: unsafe sells 100 units 30 times
@@ -96,18 +99,18 @@ func fixtureCarts() *cartResult {
 func fixtureEvents(round string, unsafe bool, sell func(string, int64, int) ([]orders.Event, orders.Levels),
 	stock int64, orderCount int) *eventReport {
 	sku := "demo-" + round + "-0"
-	evs, counters := sell(sku, stock, orderCount)
-	evs = feedOf(evs...)
+	served, counters := sell(sku, stock, orderCount)
+	evs := clientEvents(feedOf(served...))
 	r := eventReport{Round: round, Unsafe: unsafe, Events: len(evs), CaughtUp: true,
-		SKUs:  []skuEvents{checkSKU(sku, evs, counters)},
+		SKUs:  []skuEvents{checkSKU(sku, evs, clientLevels(counters))},
 		First: evs[:eventsShown], Last: evs[len(evs)-eventsShown:]}
-	counts := map[orders.EventType]int{}
+	counts := map[string]int{}
 	for _, e := range evs {
 		counts[e.Type]++
 	}
 	for _, t := range orders.EventTypes {
-		if counts[t] > 0 {
-			r.Types = append(r.Types, typeCount{t, counts[t]})
+		if counts[string(t)] > 0 {
+			r.Types = append(r.Types, typeCount{string(t), counts[string(t)]})
 		}
 	}
 	return &r
@@ -651,4 +654,17 @@ func mustParse(t *testing.T, s string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// clientEvents are the service's events as the client reads them off the wire.
+func clientEvents(evs []orders.Event) []client.Event {
+	b, err := json.Marshal(evs)
+	if err != nil {
+		panic(err)
+	}
+	var out []client.Event
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
 }

@@ -3,16 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The page's data: while a round's load runs, the demo samples the hot SKU's
@@ -66,7 +64,7 @@ type replicaCounters struct {
 
 type sample struct {
 	at        time.Duration
-	stock     orders.Stock
+	stock     client.Stock
 	haveStock bool // the SKU exists (the load generator creates it in its setup)
 	replicas  []replicaCounters
 }
@@ -107,49 +105,28 @@ func (s *sampler) sample(ctx context.Context) sample {
 		wg.Go(func() { out.replicas[i] = s.scrape(ctx, url) })
 	}
 	wg.Go(func() {
-		var st orders.Stock
-		if err := s.getJSON(ctx, s.balancer+"/v1/skus/"+s.sku, false, &st); err == nil {
-			out.stock, out.haveStock = st, true
+		store, err := s.shop.clientAt(s.balancer, s.shop.secret(false), once)
+		if err != nil {
+			return
+		}
+		if st, err := store.GetSKU(ctx, s.sku); err == nil {
+			out.stock, out.haveStock = *st, true
 		}
 	})
 	wg.Wait()
 	return out
 }
 
-// get reads url with the admin token (admin) or the storefront's key.
-func (s *sampler) get(ctx context.Context, url string, admin bool) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+s.shop.credential(admin))
-	resp, err := s.shop.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
-	}
-	return resp.Body, nil
-}
-
-func (s *sampler) getJSON(ctx context.Context, url string, admin bool, out any) error {
-	body, err := s.get(ctx, url, admin)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = body.Close() }()
-	return json.NewDecoder(body).Decode(out)
-}
-
 func (s *sampler) scrape(ctx context.Context, url string) replicaCounters {
-	body, err := s.get(ctx, url+"/metrics", true) // the replicas' /metrics: admin only
+	replica, err := s.shop.clientAt(url, s.shop.admin, once) // the replicas' /metrics: admin only
 	if err != nil {
 		return replicaCounters{}
 	}
-	defer func() { _ = body.Close() }()
-	c, err := parseMetrics(body, s.route)
+	text, err := replica.Metrics(ctx)
+	if err != nil {
+		return replicaCounters{}
+	}
+	c, err := parseMetrics(strings.NewReader(text), s.route)
 	if err != nil {
 		return replicaCounters{}
 	}
@@ -217,7 +194,7 @@ func (s *sampler) series(strategy string, r roundResult) roundSeries {
 	out.Left = append(out.Left, point{0, r.Audit.Stocked})
 	for _, sm := range s.samples {
 		if sm.haveStock {
-			out.Left = append(out.Left, point{sm.at.Seconds(), float64(sm.stock.Stocked - sm.stock.Sold - sm.stock.Held)})
+			out.Left = append(out.Left, point{sm.at.Seconds(), float64(sm.stock.Stocked - sm.stock.Sold - sm.stock.Reserved)})
 		}
 	}
 	s.windows(func(t, dt float64, cur, prev sample) {
@@ -269,7 +246,7 @@ func (s *sampler) stockLines() stockLines {
 		}
 		t := sm.at.Seconds()
 		out.Available = append(out.Available, point{t, float64(sm.stock.Available)})
-		out.Held = append(out.Held, point{t, float64(sm.stock.Held)})
+		out.Held = append(out.Held, point{t, float64(sm.stock.Reserved)})
 		out.Sold = append(out.Sold, point{t, float64(sm.stock.Sold)})
 	}
 	return out

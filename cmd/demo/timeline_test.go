@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/orders"
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The figures come from POST on the route only: not from its GET (the same
@@ -50,7 +50,7 @@ func TestSeries(t *testing.T) {
 	s := &sampler{replicas: []string{"a", "b"}}
 	for i := range 11 { // every 50 ms: a places 2 orders of 10 ms, b refuses 1 of 30 ms and answers 1 other of 30 ms
 		n := float64(i)
-		sm := sample{at: time.Duration(i) * sampleEvery, stock: orders.Stock{Stocked: 100, Sold: int64(10 * i)}, haveStock: i > 0,
+		sm := sample{at: time.Duration(i) * sampleEvery, stock: client.Stock{Stocked: 100, Sold: 10 * i}, haveStock: i > 0,
 			replicas: []replicaCounters{{ok: true, created: 2 * n, latSum: 0.02 * n, count: 2 * n},
 				{ok: i != 7, refused: n, other: n, latSum: 0.06 * n, count: 2 * n}}}
 		s.samples = append(s.samples, sm)
@@ -90,7 +90,7 @@ func TestSeries(t *testing.T) {
 
 // The carts round's lines: the SKU's units as sampled, where it was read.
 func TestStockLines(t *testing.T) {
-	s := &sampler{samples: []sample{{at: 0}, {at: sampleEvery, haveStock: true, stock: orders.Stock{Available: 1, Held: 14, Sold: 5, Stocked: 20}}}}
+	s := &sampler{samples: []sample{{at: 0}, {at: sampleEvery, haveStock: true, stock: client.Stock{Available: 1, Reserved: 14, Sold: 5, Stocked: 20}}}}
 	got := s.stockLines()
 	want := stockLines{Available: []point{{0.05, 1}}, Held: []point{{0.05, 14}}, Sold: []point{{0.05, 5}}}
 	if len(got.Available) != 1 || got.Available[0] != want.Available[0] || got.Held[0] != want.Held[0] || got.Sold[0] != want.Sold[0] {
