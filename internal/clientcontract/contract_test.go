@@ -39,14 +39,18 @@ var calls = map[string]call{
 	"placeOrder": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.PlaceOrder(ctx, client.OrderRequest{Items: []client.Item{{SKU: "A-1", Quantity: 1}}}))
 	},
-	"getOrder":    func(ctx context.Context, c *client.Client) error { return ignore(c.GetOrder(ctx, "ord_1")) },
-	"listOrders":  func(ctx context.Context, c *client.Client) error { return first(c.ListOrders(ctx, client.ListOrdersParams{})) },
+	"getOrder": func(ctx context.Context, c *client.Client) error { return ignore(c.GetOrder(ctx, "ord_1")) },
+	"listOrders": func(ctx context.Context, c *client.Client) error {
+		return first(c.ListOrders(ctx, client.ListOrdersParams{}))
+	},
 	"cancelOrder": func(ctx context.Context, c *client.Client) error { return ignore(c.CancelOrder(ctx, "ord_1")) },
 	"placeHold": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.PlaceHold(ctx, client.HoldRequest{Items: []client.Item{{SKU: "A-1", Quantity: 1}}}))
 	},
-	"getHold":   func(ctx context.Context, c *client.Client) error { return ignore(c.GetHold(ctx, "res_1")) },
-	"listHolds": func(ctx context.Context, c *client.Client) error { return first(c.ListHolds(ctx, client.ListHoldsParams{})) },
+	"getHold": func(ctx context.Context, c *client.Client) error { return ignore(c.GetHold(ctx, "res_1")) },
+	"listHolds": func(ctx context.Context, c *client.Client) error {
+		return first(c.ListHolds(ctx, client.ListHoldsParams{}))
+	},
 	"confirmHold": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.ConfirmHold(ctx, "res_1", client.ConfirmRequest{}))
 	},
@@ -54,8 +58,10 @@ var calls = map[string]call{
 	"extendHold": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.ExtendHold(ctx, "res_1", client.ExtendRequest{TTL: "5m"}))
 	},
-	"getSKU":   func(ctx context.Context, c *client.Client) error { return ignore(c.GetSKU(ctx, "A-1")) },
-	"listSKUs": func(ctx context.Context, c *client.Client) error { return first(c.ListSKUs(ctx, client.ListSKUsParams{})) },
+	"getSKU": func(ctx context.Context, c *client.Client) error { return ignore(c.GetSKU(ctx, "A-1")) },
+	"listSKUs": func(ctx context.Context, c *client.Client) error {
+		return first(c.ListSKUs(ctx, client.ListSKUsParams{}))
+	},
 	"setStock": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.SetStock(ctx, "A-1", client.SetStockRequest{Available: 5}))
 	},
@@ -83,8 +89,10 @@ var calls = map[string]call{
 	"createClient": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.CreateClient(ctx, client.ClientRequest{Name: "shop", Scopes: []string{client.ScopeOrdersWrite}}))
 	},
-	"getClient":   func(ctx context.Context, c *client.Client) error { return ignore(c.GetClient(ctx, "cli_1")) },
-	"listClients": func(ctx context.Context, c *client.Client) error { return first(c.ListClients(ctx, client.ListClientsParams{})) },
+	"getClient": func(ctx context.Context, c *client.Client) error { return ignore(c.GetClient(ctx, "cli_1")) },
+	"listClients": func(ctx context.Context, c *client.Client) error {
+		return first(c.ListClients(ctx, client.ListClientsParams{}))
+	},
 	"updateClient": func(ctx context.Context, c *client.Client) error {
 		name := "shop"
 		return ignore(c.UpdateClient(ctx, "cli_1", client.ClientPatch{Name: &name}))
@@ -108,11 +116,15 @@ var calls = map[string]call{
 	"listWebhookFailures": func(ctx context.Context, c *client.Client) error {
 		return first(c.ListWebhookFailures(ctx, "wh_1", client.ListWebhookFailuresParams{}))
 	},
-	"listEvents": func(ctx context.Context, c *client.Client) error { return first(c.ListEvents(ctx, client.ListEventsParams{})) },
+	"listEvents": func(ctx context.Context, c *client.Client) error {
+		return first(c.ListEvents(ctx, client.ListEventsParams{}))
+	},
 	"republishEvents": func(ctx context.Context, c *client.Client) error {
 		return ignore(c.RepublishEvents(ctx, client.RepublishRequest{From: "evt_1"}))
 	},
-	"audit":   func(ctx context.Context, c *client.Client) error { return ignore(c.Audit(ctx, client.AuditParams{Deep: true})) },
+	"audit": func(ctx context.Context, c *client.Client) error {
+		return ignore(c.Audit(ctx, client.AuditParams{Deep: true}))
+	},
 	"healthz": func(ctx context.Context, c *client.Client) error { return ignore(c.Healthz(ctx)) },
 	"readyz":  func(ctx context.Context, c *client.Client) error { return ignore(c.Readyz(ctx)) },
 	"metrics": func(ctx context.Context, c *client.Client) error { return ignore(c.Metrics(ctx)) },
