@@ -34,7 +34,7 @@ const (
 // behind sh, with the admin token, and returns the key's secret.
 func newStorefront(ctx context.Context, sh *shop) (string, error) {
 	held := storefrontMaxHeld
-	c, err := sh.op.CreateClient(ctx, client.ClientRequest{Name: storefrontName, Scopes: scopeNames(storefrontScopes),
+	c, err := sh.op.CreateClient(ctx, client.APIClientRequest{Name: storefrontName, Scopes: scopeNames(storefrontScopes),
 		MaxUnitsHeldPerSKU: &held, RateLimit: &client.RateLimit{PerSecond: storefrontRate, Burst: storefrontRate}})
 	if err != nil {
 		return "", fmt.Errorf("the storefront's client: %w", err)
