@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/api/apitest"
 	"github.com/stockguard/stockguard/internal/httpapi"
 	"github.com/stockguard/stockguard/internal/orders"
+	sgclient "github.com/stockguard/stockguard/pkg/client"
 )
 
 // The security suite: issue 39's attacks, each from outside, against real
@@ -29,25 +31,55 @@ type secClient struct {
 	KeyID  string
 }
 
-// makeClient makes a client with scopes (and, in extra, JSON fields of its
-// own such as "max_units_held_per_sku") and one key, through url.
-func makeClient(ctx context.Context, t *testing.T, url, name string, scopes []orders.Scope, extra string) secClient {
+// makeClient makes a client with scopes (with, when set, its own limits:
+// edit changes the request) and one key, through url with pkg/sgclient.
+func makeClient(ctx context.Context, t *testing.T, url, name string, scopes []orders.Scope, edit func(*sgclient.APIClientRequest)) secClient {
 	t.Helper()
-	sc, _ := json.Marshal(scopes)
-	body := fmt.Sprintf(`{"name":%q,"scopes":%s%s}`, name, sc, extra)
-	var c struct {
-		ID string `json:"id"`
+	req := sgclient.APIClientRequest{Name: name}
+	for _, s := range scopes {
+		req.Scopes = append(req.Scopes, string(s))
 	}
-	admin(ctx, t, http.MethodPost, url+"/v1/clients", body, &c)
-	var k struct {
-		ID     string `json:"id"`
-		Secret string `json:"secret"`
+	if edit != nil {
+		edit(&req)
 	}
-	admin(ctx, t, http.MethodPost, url+"/v1/clients/"+c.ID+"/keys", "", &k)
+	api := apiAs(t, url, adminToken)
+	c, err := api.CreateClient(ctx, req)
+	if err != nil {
+		t.Fatalf("client %s: %v", name, err)
+	}
+	k, err := api.CreateKey(ctx, c.ID)
+	if err != nil {
+		t.Fatalf("key of %s: %v", name, err)
+	}
 	if !strings.HasPrefix(k.Secret, "sk_sg_") || len(k.Secret) < 6+22 {
 		t.Fatalf("key secret %q: want sk_sg_ and at least 128 bits", k.Secret)
 	}
 	return secClient{ID: c.ID, Secret: k.Secret, KeyID: k.ID}
+}
+
+// apiAs is pkg/client on the replica at url with the bearer secret: what the
+// suite sends by the contract goes through it, as a real caller's would; the
+// requests that break the contract on purpose (no credential, one in the
+// query, every operation at once) go through as.
+func apiAs(t *testing.T, url, secret string, opts ...sgclient.Option) *sgclient.Client {
+	t.Helper()
+	c, err := sgclient.New(url, append([]sgclient.Option{sgclient.WithAPIKey(secret)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// once sends each request once: the answer itself is what is tested.
+var once = sgclient.WithRetry(sgclient.RetryPolicy{MaxAttempts: 1})
+
+// problemOf is err's problem, or nil.
+func problemOf(err error) *sgclient.Problem {
+	var p *sgclient.Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	return nil
 }
 
 // as sends a request with the key's secret (or none: "") and returns the
@@ -89,11 +121,13 @@ func TestSecuritySuite(t *testing.T) {
 	// here the suite's own 401s must not be cut short by it.
 	c := startCluster(t, 3, "STOCKGUARD_LOG_LEVEL=debug", "STOCKGUARD_AUTH_REFRESH=1s", "STOCKGUARD_FAILED_AUTH_BURST=100000")
 	sku := "SEC-" + fmt.Sprint(time.Now().UnixNano()%1e9)
-	admin(ctx, t, http.MethodPut, c.urls[0]+"/v1/skus/"+sku, `{"available":1000}`, nil)
+	if _, err := apiAs(t, c.urls[0], adminToken).SetStock(ctx, sku, sgclient.SetStockRequest{Available: 1000}); err != nil {
+		t.Fatal(err)
+	}
 	shop := orders.Scopes[:4] // orders:write, orders:read, holds:write, stock:read
-	alice := makeClient(ctx, t, c.urls[0], "alice", shop, "")
-	mallory := makeClient(ctx, t, c.urls[1], "mallory", shop, "")
-	reader := makeClient(ctx, t, c.urls[2], "reader", []orders.Scope{orders.ScopeStockRead}, "")
+	alice := makeClient(ctx, t, c.urls[0], "alice", shop, nil)
+	mallory := makeClient(ctx, t, c.urls[1], "mallory", shop, nil)
+	reader := makeClient(ctx, t, c.urls[2], "reader", []orders.Scope{orders.ScopeStockRead}, nil)
 	secrets := []string{alice.Secret, mallory.Secret, reader.Secret, adminToken}
 
 	t.Run("no credential is 401 on every operation but the open ones", func(t *testing.T) {
@@ -141,91 +175,90 @@ func TestSecuritySuite(t *testing.T) {
 		}
 	})
 	t.Run("another client's order and hold are 404 and unchanged", func(t *testing.T) {
-		status, _, b := as(ctx, t, alice.Secret, http.MethodPost, c.urls[0]+"/v1/orders", `{"items":[{"sku":"`+sku+`","quantity":1}]}`)
-		if status != http.StatusCreated {
-			t.Fatalf("alice's order: %d %s", status, b)
+		line := []sgclient.Item{{SKU: sku, Quantity: 1}}
+		o, err := apiAs(t, c.urls[0], alice.Secret).PlaceOrder(ctx, sgclient.OrderRequest{Items: line})
+		if err != nil {
+			t.Fatalf("alice's order: %v", err)
 		}
-		var o orders.Order
-		_ = json.Unmarshal(b, &o)
-		status, _, b = as(ctx, t, alice.Secret, http.MethodPost, c.urls[1]+"/v1/reservations", `{"items":[{"sku":"`+sku+`","quantity":1}],"ttl":"5m"}`)
-		if status != http.StatusCreated {
-			t.Fatalf("alice's hold: %d %s", status, b)
+		h, err := apiAs(t, c.urls[1], alice.Secret).PlaceHold(ctx, sgclient.HoldRequest{Items: line, TTL: "5m"})
+		if err != nil {
+			t.Fatalf("alice's hold: %v", err)
 		}
-		var h orders.Reservation
-		_ = json.Unmarshal(b, &h)
-		for _, r := range []struct{ method, path, body string }{
-			{http.MethodGet, "/v1/orders/" + o.ID, ""},
-			{http.MethodPost, "/v1/orders/" + o.ID + "/cancel", ""},
-			{http.MethodGet, "/v1/reservations/" + h.ID, ""},
-			{http.MethodPost, "/v1/reservations/" + h.ID + "/extend", `{"ttl":"10m"}`},
-			{http.MethodPost, "/v1/reservations/" + h.ID + "/confirm", ""},
-			{http.MethodPost, "/v1/reservations/" + h.ID + "/release", ""},
-		} {
-			for i, u := range c.urls {
-				status, _, b := as(ctx, t, mallory.Secret, r.method, u+r.path, r.body)
-				if status != http.StatusNotFound || problemType(b) != "not-found" {
-					t.Errorf("mallory %s %s on replica %d: %d %s, want 404", r.method, r.path, i, status, b)
+		for i, u := range c.urls {
+			m := apiAs(t, u, mallory.Secret, once)
+			for what, call := range map[string]func() error{
+				"GET the order":    func() error { _, err := m.GetOrder(ctx, o.ID); return err },
+				"cancel the order": func() error { _, err := m.CancelOrder(ctx, o.ID); return err },
+				"GET the hold":     func() error { _, err := m.GetHold(ctx, h.ID); return err },
+				"extend the hold":  func() error { _, err := m.ExtendHold(ctx, h.ID, sgclient.ExtendRequest{TTL: "10m"}); return err },
+				"confirm the hold": func() error { _, err := m.ConfirmHold(ctx, h.ID, sgclient.ConfirmRequest{}); return err },
+				"release the hold": func() error { _, err := m.ReleaseHold(ctx, h.ID); return err },
+			} {
+				if err := call(); !sgclient.IsNotFound(err) {
+					t.Errorf("mallory: %s on replica %d: %v, want 404 not-found", what, i, err)
 				}
 			}
 		}
-		var got orders.Order
-		admin(ctx, t, http.MethodGet, c.urls[2]+"/v1/orders/"+o.ID, "", &got)
-		var gotHold orders.Reservation
-		admin(ctx, t, http.MethodGet, c.urls[2]+"/v1/reservations/"+h.ID, "", &gotHold)
-		if got.Status != orders.StatusPlaced || gotHold.Status != orders.HoldHeld || !gotHold.ExpiresAt.Equal(h.ExpiresAt) {
+		op := apiAs(t, c.urls[2], adminToken)
+		got, err := op.GetOrder(ctx, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotHold, err := op.GetHold(ctx, h.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != sgclient.OrderPlaced || gotHold.Status != sgclient.HoldHeld || !gotHold.ExpiresAt.Equal(h.ExpiresAt) {
 			t.Errorf("after mallory: order %s, hold %s expiring %s (was %s)", got.Status, gotHold.Status, gotHold.ExpiresAt, h.ExpiresAt)
 		}
 		// Lists are the caller's own.
-		for _, path := range []string{"/v1/orders?limit=100", "/v1/reservations?limit=100"} {
-			status, _, b := as(ctx, t, mallory.Secret, http.MethodGet, c.urls[0]+path, "")
-			if status != http.StatusOK || strings.Contains(string(b), o.ID) || strings.Contains(string(b), h.ID) {
-				t.Errorf("mallory lists %s: %d %s", path, status, b)
+		for _, who := range []secClient{mallory, alice} {
+			ids, err := listedIDs(ctx, apiAs(t, c.urls[0], who.Secret))
+			if err != nil {
+				t.Fatal(err)
 			}
-			status, _, b = as(ctx, t, alice.Secret, http.MethodGet, c.urls[0]+path, "")
-			if status != http.StatusOK || !strings.Contains(string(b), o.ID) && !strings.Contains(string(b), h.ID) {
-				t.Errorf("alice lists %s: %d %s", path, status, b)
+			if mine := who == alice; ids[o.ID] != mine || ids[h.ID] != mine {
+				t.Errorf("%s's lists have alice's order %v and hold %v", who.ID, ids[o.ID], ids[h.ID])
 			}
 		}
 	})
 	t.Run("an idempotency key replayed by another client is its own", func(t *testing.T) {
 		key := "shared-key-" + sku
-		body := `{"items":[{"sku":"` + sku + `","quantity":1}]}`
-		s1, _, b1 := as(ctx, t, alice.Secret, http.MethodPost, c.urls[0]+"/v1/orders", body, "Idempotency-Key", key)
-		s2, h2, b2 := as(ctx, t, mallory.Secret, http.MethodPost, c.urls[1]+"/v1/orders", body, "Idempotency-Key", key)
-		var o1, o2 orders.Order
-		_, _ = json.Unmarshal(b1, &o1), json.Unmarshal(b2, &o2)
-		if s1 != http.StatusCreated || s2 != http.StatusCreated || o1.ID == o2.ID || h2.Get("Idempotent-Replayed") != "" {
-			t.Errorf("same key, two clients: %d %s / %d %s (replayed %q)", s1, b1, s2, b2, h2.Get("Idempotent-Replayed"))
+		line := sgclient.OrderRequest{Items: []sgclient.Item{{SKU: sku, Quantity: 1}}}
+		var r2 sgclient.Response
+		o1, err1 := apiAs(t, c.urls[0], alice.Secret).PlaceOrder(ctx, line, sgclient.IdempotencyKey(key))
+		o2, err2 := apiAs(t, c.urls[1], mallory.Secret).PlaceOrder(ctx, line, sgclient.IdempotencyKey(key), sgclient.Capture(&r2))
+		if err1 != nil || err2 != nil || o1.ID == o2.ID || r2.Replayed {
+			t.Errorf("same key, two clients: %v / %v (replayed %v)", err1, err2, r2.Replayed)
 		}
 		// With another body the other client's key is not "reused" either.
-		s3, _, b3 := as(ctx, t, mallory.Secret, http.MethodPost, c.urls[2]+"/v1/orders", `{"items":[{"sku":"`+sku+`","quantity":2}]}`,
-			"Idempotency-Key", key+"-2")
-		s4, _, b4 := as(ctx, t, alice.Secret, http.MethodPost, c.urls[2]+"/v1/orders", body, "Idempotency-Key", key+"-2")
-		if s3 != http.StatusCreated || s4 != http.StatusCreated {
-			t.Errorf("same key, other bodies: %d %s / %d %s", s3, b3, s4, b4)
+		_, err3 := apiAs(t, c.urls[2], mallory.Secret).PlaceOrder(ctx, sgclient.OrderRequest{Items: []sgclient.Item{{SKU: sku, Quantity: 2}}},
+			sgclient.IdempotencyKey(key+"-2"))
+		_, err4 := apiAs(t, c.urls[2], alice.Secret).PlaceOrder(ctx, line, sgclient.IdempotencyKey(key+"-2"))
+		if err3 != nil || err4 != nil {
+			t.Errorf("same key, other bodies: %v / %v", err3, err4)
 		}
 	})
 	t.Run("a revoked key is refused by every replica within 5s", func(t *testing.T) {
-		victim := makeClient(ctx, t, c.urls[0], "victim", shop, "")
+		victim := makeClient(ctx, t, c.urls[0], "victim", shop, nil)
 		for i, u := range c.urls { // every replica has seen the key
-			if status, _, b := as(ctx, t, victim.Secret, http.MethodGet, u+"/v1/skus/"+sku, ""); status != http.StatusOK {
-				t.Fatalf("replica %d before the revocation: %d %s", i, status, b)
+			if _, err := apiAs(t, u, victim.Secret).GetSKU(ctx, sku); err != nil {
+				t.Fatalf("replica %d before the revocation: %v", i, err)
 			}
 		}
 		start := time.Now()
-		status, _, b := as(ctx, t, adminToken, http.MethodDelete, c.urls[0]+"/v1/clients/"+victim.ID+"/keys/"+victim.KeyID, "")
-		if status != http.StatusNoContent {
-			t.Fatalf("revoke: %d %s", status, b)
+		if err := apiAs(t, c.urls[0], adminToken).RevokeKey(ctx, victim.ID, victim.KeyID); err != nil {
+			t.Fatalf("revoke: %v", err)
 		}
-		if status, _, _ := as(ctx, t, victim.Secret, http.MethodGet, c.urls[0]+"/v1/skus/"+sku, ""); status != http.StatusUnauthorized {
-			t.Errorf("the revoking replica still accepts the key: %d", status)
+		if _, err := apiAs(t, c.urls[0], victim.Secret, once).GetSKU(ctx, sku); !sgclient.IsUnauthorized(err) {
+			t.Errorf("the revoking replica still accepts the key: %v", err)
 		}
 		var worst time.Duration
 		for i, u := range c.urls[1:] {
 			refused := false
 			for time.Since(start) < 5*time.Second && !refused {
-				status, _, _ := as(ctx, t, victim.Secret, http.MethodGet, u+"/v1/skus/"+sku, "")
-				refused = status == http.StatusUnauthorized
+				_, err := apiAs(t, u, victim.Secret, once).GetSKU(ctx, sku)
+				refused = sgclient.IsUnauthorized(err)
 				if !refused {
 					time.Sleep(20 * time.Millisecond) // polling an outside observable: the answer
 				}
@@ -239,25 +272,30 @@ func TestSecuritySuite(t *testing.T) {
 	})
 	t.Run("the rate limit is shared by the replicas", func(t *testing.T) {
 		const rate, burst = 20.0, 20
-		bot := makeClient(ctx, t, c.urls[0], "bot", shop, fmt.Sprintf(`,"rate_limit":{"per_second":%g,"burst":%d}`, rate, burst))
+		bot := makeClient(ctx, t, c.urls[0], "bot", shop, func(r *sgclient.APIClientRequest) {
+			r.RateLimit = &sgclient.RateLimit{PerSecond: rate, Burst: burst}
+		})
 		var accepted, refused atomic.Int64
 		var bad atomic.Value
 		start := time.Now()
 		var wg sync.WaitGroup
 		for w := range 6 { // far more than 20/s: every replica is asked all the time
 			wg.Go(func() {
+				api := apiAs(t, c.urls[w%3], bot.Secret, once) // a 429 is the answer tested, not one to wait out
 				for time.Since(start) < 3*time.Second {
-					status, hdr, b := as(ctx, t, bot.Secret, http.MethodGet, c.urls[w%3]+"/v1/skus/"+sku, "")
+					var r sgclient.Response
+					_, err := api.GetSKU(ctx, sku, sgclient.Capture(&r))
+					p := problemOf(err)
 					switch {
-					case status == http.StatusOK:
+					case err == nil:
 						accepted.Add(1)
-					case status == http.StatusTooManyRequests && problemType(b) == "rate-limited" && hdr.Get("Retry-After") != "":
+					case sgclient.IsRateLimited(err) && p.Status == http.StatusTooManyRequests && p.RetryAfter > 0:
 						refused.Add(1)
 					default:
-						bad.Store(fmt.Sprintf("%d %q %s", status, hdr.Get("Retry-After"), b))
+						bad.Store(fmt.Sprintf("%v (Retry-After %q)", err, r.Header.Get("Retry-After")))
 					}
-					if hdr.Get("RateLimit-Policy") == "" || hdr.Get("RateLimit") == "" {
-						bad.Store(fmt.Sprintf("%d without RateLimit-Policy and RateLimit: %v", status, hdr))
+					if r.Header.Get("RateLimit-Policy") == "" || r.Header.Get("RateLimit") == "" {
+						bad.Store(fmt.Sprintf("%d without RateLimit-Policy and RateLimit: %v", r.StatusCode, r.Header))
 					}
 				}
 			})
@@ -274,30 +312,39 @@ func TestSecuritySuite(t *testing.T) {
 			t.Errorf("%d accepted, %d refused; want at most %.0f (+15%%) and at least half of it", accepted.Load(), refused.Load(), limit)
 		}
 		// The admin token is not limited, and another client is not slowed by this one.
-		if status, _, b := as(ctx, t, alice.Secret, http.MethodGet, c.urls[0]+"/v1/skus/"+sku, ""); status != http.StatusOK {
-			t.Errorf("alice after the bot: %d %s", status, b)
+		if _, err := apiAs(t, c.urls[0], alice.Secret, once).GetSKU(ctx, sku); err != nil {
+			t.Errorf("alice after the bot: %v", err)
 		}
 	})
 	t.Run("60 concurrent holds over three replicas take the client's cap, no more", func(t *testing.T) {
 		const hoarderCap = 10
-		hoarder := makeClient(ctx, t, c.urls[0], "hoarder", shop, fmt.Sprintf(`,"max_units_held_per_sku":%d`, hoarderCap))
+		hoarder := makeClient(ctx, t, c.urls[0], "hoarder", shop, func(r *sgclient.APIClientRequest) {
+			r.MaxUnitsHeldPerSKU = new(hoarderCap)
+		})
 		drop := sku + "-DROP"
-		admin(ctx, t, http.MethodPut, c.urls[0]+"/v1/skus/"+drop, `{"available":1000}`, nil)
+		op := apiAs(t, c.urls[0], adminToken)
+		if _, err := op.SetStock(ctx, drop, sgclient.SetStockRequest{Available: 1000}); err != nil {
+			t.Fatal(err)
+		}
 		statuses := raceAll(ctx, t, c.urls, 60, func(i int) (string, string, string) {
 			return hoarder.Secret, "/v1/reservations", `{"items":[{"sku":"` + drop + `","quantity":1}],"ttl":"1h"}`
 		}, "hold-quota-exceeded")
 		if statuses[http.StatusCreated] != hoarderCap || statuses[http.StatusConflict] != 60-hoarderCap {
 			t.Errorf("60 holds at a cap of %d: %v", hoarderCap, statuses)
 		}
-		var st orders.Stock
-		admin(ctx, t, http.MethodGet, c.urls[1]+"/v1/skus/"+drop, "", &st)
-		if st.Held != hoarderCap || st.Available != 1000-hoarderCap {
+		st, err := apiAs(t, c.urls[1], adminToken).GetSKU(ctx, drop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reserved != hoarderCap || st.Available != 1000-hoarderCap {
 			t.Errorf("after the race: %+v, want %d reserved", st, hoarderCap)
 		}
 	})
 	t.Run("a customer's units of a limited drop never pass its limit", func(t *testing.T) {
 		drop := sku + "-LIMIT2"
-		admin(ctx, t, http.MethodPut, c.urls[0]+"/v1/skus/"+drop, `{"available":1000,"max_per_customer":2}`, nil)
+		if _, err := apiAs(t, c.urls[0], adminToken).SetStock(ctx, drop, sgclient.SetStockRequest{Available: 1000, MaxPerCustomer: new(2)}); err != nil {
+			t.Fatal(err)
+		}
 		statuses := raceAll(ctx, t, c.urls, 30, func(i int) (string, string, string) {
 			path := "/v1/orders"
 			if i%2 == 1 {
@@ -309,9 +356,9 @@ func TestSecuritySuite(t *testing.T) {
 			t.Errorf("30 one-unit orders and holds for one customer at a limit of 2: %v", statuses)
 		}
 		// Another client's "bob" is another shopper.
-		if status, _, b := as(ctx, t, mallory.Secret, http.MethodPost, c.urls[2]+"/v1/orders",
-			`{"items":[{"sku":"`+drop+`","quantity":2}],"customer":"bob"}`); status != http.StatusCreated {
-			t.Errorf("mallory's bob: %d %s", status, b)
+		if _, err := apiAs(t, c.urls[2], mallory.Secret).PlaceOrder(ctx,
+			sgclient.OrderRequest{Items: []sgclient.Item{{SKU: drop, Quantity: 2}}, Customer: "bob"}); err != nil {
+			t.Errorf("mallory's bob: %v", err)
 		}
 	})
 	t.Run("a webhook cannot be aimed inside", func(t *testing.T) {
@@ -320,17 +367,13 @@ func TestSecuritySuite(t *testing.T) {
 		for _, u := range []string{"http://127.0.0.1:9/", "http://localhost:9/", "http://[::1]:9/", "http://2130706433/",
 			"http://0x7f000001/", "http://127.1/", "http://0.0.0.0/", "http://10.0.0.1/", "http://192.168.1.1/",
 			"http://169.254.169.254/latest/meta-data/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/"} {
-			status, _, b := as(ctx, t, adminToken, http.MethodPost, c.urls[0]+"/v1/webhooks", `{"url":"`+u+`"}`)
-			if status != http.StatusUnprocessableEntity || problemType(b) != "invalid" || !strings.Contains(string(b), `"field":"url"`) {
-				t.Errorf("webhook to %s: %d %s, want 422 invalid on url", u, status, b)
+			_, err := apiAs(t, c.urls[0], adminToken).CreateWebhook(ctx, sgclient.WebhookRequest{URL: u})
+			if p := problemOf(err); !sgclient.IsInvalid(err) || p.Status != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Field != "url" {
+				t.Errorf("webhook to %s: %v, want 422 invalid on url", u, err)
 			}
 		}
-		var list struct {
-			Data []json.RawMessage `json:"data"`
-		}
-		admin(ctx, t, http.MethodGet, c.urls[1]+"/v1/webhooks?limit=100", "", &list)
-		if len(list.Data) != 0 {
-			t.Errorf("%d webhooks registered after the refusals", len(list.Data))
+		for w, err := range apiAs(t, c.urls[1], adminToken).ListWebhooks(ctx, sgclient.ListWebhooksParams{}) {
+			t.Errorf("a webhook registered after the refusals: %+v %v", w, err)
 		}
 	})
 	t.Run("no secret in any log line", func(t *testing.T) {
@@ -405,4 +448,22 @@ func raceAll(ctx context.Context, t *testing.T, urls []string, n int, req func(i
 	close(start)
 	wg.Wait()
 	return statuses
+}
+
+// listedIDs are the ids of the orders and holds the caller's lists give.
+func listedIDs(ctx context.Context, api *sgclient.Client) (map[string]bool, error) {
+	ids := map[string]bool{}
+	for o, err := range api.ListOrders(ctx, sgclient.ListOrdersParams{Limit: 100}) {
+		if err != nil {
+			return nil, err
+		}
+		ids[o.ID] = true
+	}
+	for h, err := range api.ListHolds(ctx, sgclient.ListHoldsParams{Limit: 100}) {
+		if err != nil {
+			return nil, err
+		}
+		ids[h.ID] = true
+	}
+	return ids, nil
 }
