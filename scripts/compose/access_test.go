@@ -6,12 +6,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // nginxTLSURL is nginx's HTTPS port (deploy/nginx-tls.conf), with the
@@ -22,17 +22,29 @@ const nginxTLSURL = "https://127.0.0.1:8443"
 // and a key for it; it returns the key's secret.
 func newClient(ctx context.Context, t *testing.T, name string, scopes ...string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"name": name, "scopes": scopes,
-		"max_units_held_per_sku": 1_000_000, "rate_limit": map[string]any{"per_second": 100_000, "burst": 100_000}})
-	var c struct{ ID string }
-	if code := postJSON(ctx, t, "/v1/clients", string(body), adminToken, &c); code != http.StatusCreated || c.ID == "" {
-		t.Fatalf("POST /v1/clients through nginx: %d %+v", code, c)
+	op := api(t, adminToken)
+	c, err := op.CreateClient(ctx, client.APIClientRequest{Name: name, Scopes: scopes, MaxUnitsHeldPerSKU: new(1_000_000),
+		RateLimit: &client.RateLimit{PerSecond: 100_000, Burst: 100_000}})
+	if err != nil {
+		t.Fatalf("POST /v1/clients through nginx: %v", err)
 	}
-	var k struct{ Secret string }
-	if code := postJSON(ctx, t, "/v1/clients/"+c.ID+"/keys", "", adminToken, &k); code != http.StatusCreated || !strings.HasPrefix(k.Secret, "sk_sg_") {
-		t.Fatalf("POST /v1/clients/%s/keys through nginx: %d", c.ID, code)
+	k, err := op.CreateKey(ctx, c.ID)
+	if err != nil || !strings.HasPrefix(k.Secret, "sk_sg_") {
+		t.Fatalf("POST /v1/clients/%s/keys through nginx: %v", c.ID, err)
 	}
 	return k.Secret
+}
+
+// api is pkg/client through nginx's HTTP port with the bearer secret: the
+// test calls the stack as any caller of the API would, its writes with an
+// Idempotency-Key and asked again with it when an answer is lost.
+func api(t *testing.T, bearer string) *client.Client {
+	t.Helper()
+	c, err := client.New(nginxURL, client.WithAPIKey(bearer), client.WithHTTPClient(httpClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // checkDemoCallers: the demo said it called with the key it was given (the
@@ -111,32 +123,4 @@ func checkHTTPS(ctx context.Context, t *testing.T, dc func(...string) []string, 
 		t.Errorf("a TLS 1.1 client was answered %d over HTTPS: want the handshake refused", resp.StatusCode)
 	}
 	t.Logf("HTTPS on nginx's 8443: the stack's certificate verifies for 127.0.0.1, TLS 1.2+ only; 401, 403 and 200 as on HTTP")
-}
-
-// postJSON posts body (none when empty) through nginx's HTTP port with the
-// bearer secret, decodes a 2xx answer into out (when not nil) and returns the
-// status.
-func postJSON(ctx context.Context, t *testing.T, path, body, bearer string, out any) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, nginxURL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatal(fmt.Errorf("POST %s: %w", path, err))
-		}
-	}
-	return resp.StatusCode
 }

@@ -6,13 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockguard/stockguard/pkg/client"
 )
 
 // The fault round's load: a few SKUs with more stock than the round sells, so
@@ -150,11 +151,11 @@ func faultRound(ctx context.Context, t *testing.T, dc func(...string) []string, 
 
 	// Recovered: an order through nginx is accepted.
 	sku := prefix + "-after"
-	if code := postJSON(ctx, t, "/v1/skus/"+sku+"/restock", `{"quantity":1}`, adminToken, nil); code/100 != 2 {
-		t.Fatalf("restock after the faults: %d", code)
+	if _, err := api(t, adminToken).Restock(ctx, sku, client.RestockRequest{Quantity: 1}); err != nil {
+		t.Fatalf("restock after the faults: %v", err)
 	}
-	if code := postJSON(ctx, t, "/v1/orders", `{"items":[{"sku":"`+sku+`","quantity":1}]}`, key, nil); code != http.StatusCreated {
-		t.Errorf("an order after the faults: %d, want 201", code)
+	if _, err := api(t, key).PlaceOrder(ctx, client.OrderRequest{Items: []client.Item{{SKU: sku, Quantity: 1}}}); err != nil {
+		t.Errorf("an order after the faults: %v, want 201", err)
 	}
 }
 
@@ -167,12 +168,13 @@ func waitSoldMore(ctx context.Context, t *testing.T, prefix, key string, before 
 	for {
 		var total int64
 		var err error
+		shop := api(t, key)
 		for i := range faultSKUs {
-			var st struct{ Sold int64 }
-			if err = getJSON(ctx, fmt.Sprintf("/v1/skus/%s-%d", prefix, i), key, &st); err != nil {
+			var st *client.Stock
+			if st, err = shop.GetSKU(ctx, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
 				break
 			}
-			total += st.Sold
+			total += int64(st.Sold)
 		}
 		if err == nil && total >= before+faultGap {
 			return total
@@ -188,22 +190,4 @@ func waitSoldMore(ctx context.Context, t *testing.T, prefix, key string, before 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// getJSON reads path through nginx with the bearer secret.
-func getJSON(ctx context.Context, path, bearer string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, nginxURL+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
 }
