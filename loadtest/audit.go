@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	sgclient "github.com/stockguard/stockguard/pkg/client"
 )
 
 type skuStock struct {
@@ -202,37 +204,26 @@ func seed(ctx context.Context, c *client, sku, loc string, units int, first bool
 	if loc != "" {
 		return seedAt(ctx, c, sku, loc, units)
 	}
-	path := "/v1/skus/" + sku + "/restock"
-	a := c.restock(ctx, path, units)
-	switch {
-	case a.err != nil:
-		return fmt.Errorf("setup: %w", a.err)
-	case a.status != http.StatusOK && a.status != http.StatusCreated: // 201: a restock that created its SKU
-		return fmt.Errorf("setup: POST %s: status %d", path, a.status)
+	if c.apiErr != nil {
+		return fmt.Errorf("setup: %w", c.apiErr)
+	}
+	// With an Idempotency-Key, asked again on a 503 or a lost answer: a
+	// restock settled by its key, never made twice.
+	if _, err := c.api.Restock(ctx, sku, sgclient.RestockRequest{Quantity: units}); err != nil {
+		return fmt.Errorf("setup: restock of %s: %w", sku, noAnswer(c, err))
 	}
 	return nil
 }
 
-// restock adds units with an Idempotency-Key, asking again while the
-// service answers 503 (busy, or a commit whose answer was lost: the key
-// makes the next try settle it rather than add the units twice) or that the
-// first request with the key still runs: five tries at most, 200 ms more
-// apart each time.
-func (c *client) restock(ctx context.Context, path string, units int) answer {
-	hdr := map[string]string{"Authorization": "Bearer " + c.admin, "Idempotency-Key": randomKey()}
-	body := []byte(fmt.Sprintf(`{"quantity":%d}`, units))
-	var a answer
-	for try := 1; ; try++ {
-		a = c.send(ctx, http.MethodPost, path, body, hdr, c.timeout)
-		if a.err != nil || (a.status != http.StatusServiceUnavailable && !stillRunning(a)) || try == 5 {
-			return a
-		}
-		select {
-		case <-ctx.Done():
-			return a
-		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
-		}
+// noAnswer is err as a noAnswerError when no answer came at all (the
+// connection refused, nothing answered in time): not a problem the service
+// answered.
+func noAnswer(c *client, err error) error {
+	var p *sgclient.Problem
+	if errors.As(err, &p) || errors.Is(err, sgclient.ErrOutcomeUnknown) {
+		return err
 	}
+	return &noAnswerError{url: c.base, err: err}
 }
 
 // settle asks again about the orders and cancels whose answers were lost (a

@@ -78,7 +78,7 @@ func (f *fakeShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		switch {
 		case seen && a == nil:
-			writeAnswer(w, false, fail(http.StatusConflict, "/problems/idempotency-key-running"))
+			writeAnswer(w, false, fail(http.StatusConflict, "/problems/idempotency-key-conflict"))
 			return
 		case seen:
 			writeAnswer(w, true, *a)

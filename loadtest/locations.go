@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	mrand "math/rand/v2"
+
+	sgclient "github.com/stockguard/stockguard/pkg/client"
 )
 
 // Stock in several locations (Workload.Locations > 1): setup makes the
@@ -72,40 +75,42 @@ func spread(stock, n, index, maxQuantity int) []int {
 // the locations must then exist already, and seeding a location that does
 // not fails, naming it.
 func makeLocations(ctx context.Context, c *client, ids []string, log *slog.Logger) error {
+	if c.apiErr != nil {
+		return fmt.Errorf("setup: %w", c.apiErr)
+	}
 	for i, id := range ids {
 		if id == defaultLocation {
 			continue
 		}
-		body := fmt.Sprintf(`{"id":%q,"name":"Load test %d","priority":%d}`, id, i+1, locationPriority(i+1))
-		a := c.send(ctx, http.MethodPost, "/v1/locations", []byte(body), map[string]string{"Authorization": "Bearer " + c.admin}, c.timeout)
+		_, err := c.api.CreateLocation(ctx, sgclient.LocationRequest{ID: id, Name: fmt.Sprintf("Load test %d", i+1), Priority: int64(locationPriority(i + 1))})
+		var p *sgclient.Problem
 		switch {
-		case a.err != nil && ctx.Err() != nil:
-			return a.err
-		case a.err != nil:
-			return &noAnswerError{url: c.base, err: a.err}
-		case a.status == http.StatusCreated || a.status == http.StatusConflict:
-		case a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed:
-			log.Warn("the service cannot make locations (POST /v1/locations answers "+strconv.Itoa(a.status)+"): using those it has", "location", id)
+		case err == nil || sgclient.IsLocationExists(err):
+		case errors.As(err, &p) && (p.Status == http.StatusNotFound || p.Status == http.StatusMethodNotAllowed):
+			log.Warn("the service cannot make locations (POST /v1/locations answers "+strconv.Itoa(p.Status)+"): using those it has", "location", id)
 			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		default:
-			return fmt.Errorf("setup: POST /v1/locations %s: status %d %s", id, a.status, bytes.TrimSpace(a.body))
+			return fmt.Errorf("setup: POST /v1/locations %s: %w", id, noAnswer(c, err))
 		}
 	}
 	return nil
 }
 
-// seedAt restocks a SKU in one location.
+// seedAt restocks a SKU in one location, with an Idempotency-Key.
 func seedAt(ctx context.Context, c *client, sku, location string, units int) error {
-	a := c.restock(ctx, "/v1/skus/"+sku+"/locations/"+location+"/restock", units)
+	if c.apiErr != nil {
+		return fmt.Errorf("setup: %w", c.apiErr)
+	}
+	_, err := c.api.RestockLocation(ctx, sku, location, sgclient.RestockRequest{Quantity: units})
 	switch {
-	case a.err != nil:
-		return fmt.Errorf("setup: %w", a.err)
-	case a.status == http.StatusOK || a.status == http.StatusCreated:
+	case err == nil:
 		return nil
-	case a.status == http.StatusUnprocessableEntity && bytes.Contains(a.body, []byte("unknown-location")):
+	case sgclient.IsUnknownLocation(err):
 		return fmt.Errorf("setup: location %s is unknown to the service: make it first (POST /v1/locations)", location)
 	}
-	return fmt.Errorf("setup: POST /v1/skus/%s/locations/%s/restock: status %d %s", sku, location, a.status, bytes.TrimSpace(a.body))
+	return fmt.Errorf("setup: POST /v1/skus/%s/locations/%s/restock: %w", sku, location, noAnswer(c, err))
 }
 
 // kinds makes some of an order's lines name a location (Named) and some

@@ -17,15 +17,23 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	sgclient "github.com/stockguard/stockguard/pkg/client"
 )
 
 // client talks to the service over HTTP only, counting the bytes on the wire.
-// It uses fasthttp, whose client costs a fraction of net/http's CPU per request
-// (no goroutines per connection, pooled buffers), so that the generator is not
-// what limits a run.
+// Its hot loop (orders, holds, reads, cancels) uses fasthttp, whose client
+// costs a fraction of net/http's CPU per request (no goroutines per
+// connection, pooled buffers), so that the generator is not what limits a
+// run, and keeps its own retries with the same Idempotency-Key (settle), since
+// it must count every attempt and answer. pkg/client, on net/http, would
+// measure the generator rather than the service. The operator's calls around
+// the run (locations, seeding restocks) go through pkg/client (api).
 type client struct {
-	base  string
-	admin string
+	api    *sgclient.Client // the admin token's, for setup
+	apiErr error            // why there is no api (a base URL it cannot use)
+	base   string
+	admin  string
 	// bearer is every request's Authorization unless it names its own: the
 	// API key's (-api-key), else the admin token's.
 	bearer  string
@@ -79,7 +87,13 @@ func newClient(base, admin, apiKey string, timeout time.Duration, lv *live, rec 
 	if key := cmp.Or(apiKey, admin); key != "" {
 		bearer = "Bearer " + key
 	}
-	return &client{base: strings.TrimRight(base, "/"), admin: admin, bearer: bearer, timeout: timeout, lv: lv, rec: rec, fast: fast}
+	c := &client{base: strings.TrimRight(base, "/"), admin: admin, bearer: bearer, timeout: timeout, lv: lv, rec: rec, fast: fast}
+	// Setup's calls are few: a round of retries (busy, a lost answer) of up to
+	// twice a request's timeout is worth more than failing the run.
+	c.api, c.apiErr = sgclient.New(c.base, sgclient.WithAPIKey(admin), sgclient.WithUserAgent("stockguard-loadtest"),
+		sgclient.WithHTTPClient(&http.Client{Timeout: timeout}),
+		sgclient.WithRetry(sgclient.RetryPolicy{MaxElapsed: 2 * timeout}))
+	return c
 }
 
 type answer struct {
@@ -347,7 +361,9 @@ func definite(a answer) bool {
 	return a.err == nil && (a.status == http.StatusCreated || a.status == http.StatusConflict && !stillRunning(a))
 }
 
-func stillRunning(a answer) bool { return bytes.Contains(a.body, []byte("idempotency-key-running")) }
+// stillRunning: the first request with this key still runs (409
+// idempotency-key-conflict): ask again, it is no refusal.
+func stillRunning(a answer) bool { return bytes.Contains(a.body, []byte("idempotency-key-conflict")) }
 
 // pending is an order whose outcome the client did not learn.
 type pending struct {

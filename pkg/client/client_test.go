@@ -446,3 +446,18 @@ func TestBasePathAndEscaping(t *testing.T) {
 		t.Error("ftp accepted")
 	}
 }
+
+// A problem's name is the fragment of its type, or the last segment of a
+// type without one, absolute or relative; about:blank stays itself.
+func TestProblemName(t *testing.T) {
+	for typ, want := range map[string]string{
+		"https://github.com/stockguard/stockguard/blob/main/docs/problems.md#busy": ProblemBusy,
+		"https://errors.example/problems/busy":                                     ProblemBusy,
+		"/problems/unknown-location":                                               ProblemUnknownLocation,
+		"about:blank":                                                              "about:blank",
+	} {
+		if got := (&Problem{Type: typ}).Name(); got != want {
+			t.Errorf("Name of %q: %q, want %q", typ, got, want)
+		}
+	}
+}

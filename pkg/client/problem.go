@@ -94,10 +94,10 @@ func (p *Problem) Name() string {
 	if i := strings.LastIndexByte(t, '#'); i >= 0 {
 		return t[i+1:]
 	}
-	if strings.Contains(t, "://") {
-		if i := strings.LastIndexByte(t, '/'); i >= 0 {
-			return t[i+1:]
-		}
+	// A type without a fragment: its last path segment, from an absolute or
+	// a relative reference ("/problems/busy"), as RFC 9457 allows both.
+	if i := strings.LastIndexByte(t, '/'); i >= 0 {
+		return t[i+1:]
 	}
 	return t
 }
