@@ -42,14 +42,6 @@ func (s *shop) useKey(key string) error {
 	return nil
 }
 
-// as is the operator's client (admin) or the storefront's.
-func (s *shop) as(admin bool) *client.Client {
-	if admin {
-		return s.op
-	}
-	return s.store
-}
-
 // once sends a request once: the sampler's looks, where the next look is
 // worth more than a retry of this one.
 var once = client.WithRetry(client.RetryPolicy{MaxAttempts: 1})
