@@ -87,7 +87,7 @@ var calls = map[string]call{
 		return ignore(c.UpdateLocation(ctx, "berlin", client.LocationPatch{Name: &name}))
 	},
 	"createClient": func(ctx context.Context, c *client.Client) error {
-		return ignore(c.CreateClient(ctx, client.ClientRequest{Name: "shop", Scopes: []string{client.ScopeOrdersWrite}}))
+		return ignore(c.CreateClient(ctx, client.APIClientRequest{Name: "shop", Scopes: []string{client.ScopeOrdersWrite}}))
 	},
 	"getClient": func(ctx context.Context, c *client.Client) error { return ignore(c.GetClient(ctx, "cli_1")) },
 	"listClients": func(ctx context.Context, c *client.Client) error {
@@ -95,7 +95,7 @@ var calls = map[string]call{
 	},
 	"updateClient": func(ctx context.Context, c *client.Client) error {
 		name := "shop"
-		return ignore(c.UpdateClient(ctx, "cli_1", client.ClientPatch{Name: &name}))
+		return ignore(c.UpdateClient(ctx, "cli_1", client.APIClientPatch{Name: &name}))
 	},
 	"createKey": func(ctx context.Context, c *client.Client) error { return ignore(c.CreateKey(ctx, "cli_1")) },
 	"listKeys": func(ctx context.Context, c *client.Client) error {
@@ -304,8 +304,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Location":                reflect.TypeFor[client.Location](),
 	"LocationList":            reflect.TypeFor[client.Page[client.Location]](),
 	"RateLimit":               reflect.TypeFor[client.RateLimit](),
-	"ClientRequest":           reflect.TypeFor[client.ClientRequest](),
-	"ClientPatch":             reflect.TypeFor[client.ClientPatch](),
+	"ClientRequest":           reflect.TypeFor[client.APIClientRequest](),
+	"ClientPatch":             reflect.TypeFor[client.APIClientPatch](),
 	"Client":                  reflect.TypeFor[client.APIClient](),
 	"APIKey":                  reflect.TypeFor[client.APIKey](),
 	"ClientList":              reflect.TypeFor[client.Page[client.APIClient]](),
