@@ -25,6 +25,12 @@
 // repository, says what each test injects and checks, with the figures of the
 // last run.
 //
+// The Go client (client_test.go): orders and holds placed only through
+// pkg/client while the Patroni primary is killed and Redis restarted, some of
+// their answers lost; every outcome-unknown settled with its key afterwards,
+// then each operation found in the database exactly once, or not at all when
+// it was refused, and every error returned one that docs/problems.md says.
+//
 // Webhooks (webhooks_test.go): an endpoint answering 500 and one hanging past
 // the webhook timeout, beside a healthy one, under orders, the replicas also
 // publishing to a private nats-server: the failing ones retried, then each

@@ -309,6 +309,9 @@ type result struct {
 	// Events is what the stream held against the database, in the events
 	// tests (events_test.go).
 	Events *eventFigures `json:"events,omitempty"`
+	// Client is what the Go client's calls did and met, in the client test
+	// (client_test.go).
+	Client *clientFigures `json:"client,omitempty"`
 }
 
 func (r *result) line() string {
