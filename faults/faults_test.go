@@ -15,6 +15,11 @@ import (
 // loadVUs drive the hot SKU: enough that some replica always holds its lock.
 const loadVUs = 16
 
+// afterFault is how many orders the load must see decided once a test's fault
+// is over before it is stopped (loadRun.finish): the service deciding again
+// on its every path, from every replica the balancer sends to.
+const afterFault = 200
+
 // recoveredAfter waits (at most 20s) for a decision after t0 by a replica
 // accepted by keep, and returns how long after t0 it came.
 func (c *cluster) recoveredAfter(t0 time.Time, keep func(int) bool) time.Duration {
@@ -285,7 +290,7 @@ func TestPausedLockHolder(t *testing.T) {
 
 	f := c.pauseHolder(nil, 3*lease)
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	samples, pairs := c.overlap.seen()
 	r.recovered(f.recovery)
 	r.Overlap = fmt.Sprintf("%g grants to others while the stopped holder held its grant; %d DB samples of a write waiting on another replica's (%s)",
@@ -313,7 +318,7 @@ func TestKilledLockHolder(t *testing.T) {
 
 	recovery, detail := c.killHolder(nil)
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.recovered(recovery)
 	r.Detail = detail
 	if recovery > lease+recoverySlack {
@@ -343,7 +348,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		}
 	}
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	_, pairs := c.overlap.seen()
 	r.recovered(f.recovery)
 	r.Detail = f.String()
@@ -368,7 +373,7 @@ func TestRedisStalled(t *testing.T) {
 	recovery, detail := c.stallRedis(3 * lease)
 	lost, errs := c.total(mLeasesLost)-lostBefore, c.lb.errors5xx(anyReplica)-errsBefore
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("%s; %g leases lost and %d 5xx answers during the stall", detail, lost, errs)
 	if lost == 0 && errs == 0 {
@@ -396,7 +401,7 @@ func TestRedisLinkSlowCutReset(t *testing.T) {
 		figs = append(figs, c.faultLink(kind, 0, 2*lease, true))
 	}
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	var notes []string
 	for _, f := range figs {
 		notes = append(notes, f.String())
@@ -433,7 +438,7 @@ func TestDatabaseSessionsTerminated(t *testing.T) {
 	}
 	errs := c.lb.errors5xx(only(0)) - errsBefore
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.Detail = fmt.Sprintf("3 times inside its write, %d sessions of %s ended; it answered %d 5xx; decided again at most %.0fms after",
 		ended, c.all()[0].name, errs, *r.RecoveryMS)
 	if ended < 3 || errs == 0 {

@@ -30,7 +30,7 @@ func TestRedlockOneMasterKilled(t *testing.T) {
 	load.waitTraffic(c.lb.decisionCount(anyReplica) + 200)
 	errs := c.lb.errors5xx(anyReplica) - errsBefore
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(0)) // its 200 decisions after the fault are in
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("master %s of 3 killed; first decision %dms after; %d 5xx answers after the kill; orders went on with two",
 		c.redlock.Nodes[0].Addr, recovery.Milliseconds(), errs)
@@ -70,7 +70,7 @@ func TestRedlockTwoMastersKilled(t *testing.T) {
 	c.redlock.Nodes[1].Restart(t)
 	recovery := c.recoveredAfter(restarted, anyReplica)
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("2 of 3 masters killed: no decision from %s after (a lease and slack) for 3s, %d 5xx answers; restarted empty, first decision %dms after",
 		lease+recoverySlack, errs, recovery.Milliseconds())
@@ -100,7 +100,7 @@ func TestPostgresLockSessionsTerminated(t *testing.T) {
 		load.waitTraffic(c.lb.decisionCount(anyReplica) + 100)
 	}
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(0)) // its decisions after each fault are in
 	r.recovered(worst)
 	r.Detail = fmt.Sprintf("3 times, every lock session of every replica ended (%d sessions); decided again at most %dms after",
 		ended, worst.Milliseconds())

@@ -105,7 +105,7 @@ func lockServerPaused(t *testing.T, s lockServer) {
 	recovery := c.recoveredAfter(resumed, anyReplica)
 	errs := c.lb.errors5xx(anyReplica) - errsBefore
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	lost := c.total(mLeasesLost) - lostBefore
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("%s stopped (SIGSTOP) %dms: no decision from %s after the stop until it continued; %d 5xx answers, %g leases lost; first decision %dms after it continued",
@@ -172,7 +172,7 @@ func lockHolderPaused(t *testing.T, s lockServer) {
 
 	f := c.pauseHolder(nil, pastLeases)
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.recovered(f.recovery)
 	r.Detail = f.String()
 	if f.grantsDuring == 0 {

@@ -268,6 +268,6 @@ func TestLostResponseRetried(t *testing.T) {
 	}
 	wg.Wait()
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.Detail = p.check(ctx)
 }
