@@ -19,7 +19,7 @@ func TestRedlockOneMasterKilled(t *testing.T) {
 	r := &result{Fault: "redlock-kill-1"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "redlock"})
-	load := c.startLoad(12*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore := c.lb.errors5xx(anyReplica)
@@ -47,7 +47,7 @@ func TestRedlockTwoMastersKilled(t *testing.T) {
 	r := &result{Fault: "redlock-kill-2"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "redlock"})
-	load := c.startLoad(16*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore := c.lb.errors5xx(anyReplica)
@@ -86,7 +86,7 @@ func TestPostgresLockSessionsTerminated(t *testing.T) {
 	r := &result{Fault: "pglock-terminate"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "postgres"})
-	load := c.startLoad(14*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	ended := 0

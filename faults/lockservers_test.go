@@ -87,7 +87,7 @@ func lockServerPaused(t *testing.T, s lockServer) {
 	r := &result{Fault: s.kind + "-pause"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: s.kind})
-	load := c.startLoad(18*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore, lostBefore := c.lb.errors5xx(anyReplica), c.total(mLeasesLost)
@@ -167,7 +167,7 @@ func lockHolderPaused(t *testing.T, s lockServer) {
 	r := &result{Fault: s.kind + "-pause-holder"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: s.kind})
-	load := c.startLoad(18*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	f := c.pauseHolder(nil, pastLeases)
