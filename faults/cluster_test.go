@@ -87,9 +87,11 @@ type clusterOptions struct {
 	// sentinelReplicas is the Sentinel group's number of replicas (1 when 0).
 	sentinelReplicas int
 	// patroni puts the database on a replicated PostgreSQL (testenv.StartPatroni:
-	// three nodes, strict synchronous replication), which the replicas reach by
-	// its multi-host URL, instead of a schema of the shared server.
-	patroni bool
+	// three nodes, strict synchronous replication), in a schema of its own, which
+	// the replicas reach by its multi-host URL, instead of a schema of the shared
+	// server. Started by the test, it may serve several clusters one after the
+	// other; each waits until every member streams before it starts.
+	patroni *testenv.Patroni
 	// strategy is the replicas' STOCKGUARD_STRATEGY; "" leaves it to
 	// STOCKGUARD_FAULTS_STRATEGY (and then the service's default).
 	strategy string
@@ -108,9 +110,15 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	ready(t)
 	c := &cluster{t: t, id: testenv.RandomID()[:8], opts: o}
 	c.ns = "f" + c.id
-	if o.patroni {
-		c.patroni = testenv.StartPatroni(t)
-		c.dbURL = c.patroni.URL()
+	if o.patroni != nil {
+		c.patroni = o.patroni
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := c.patroni.WaitHealthy(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.dbURL = c.patroni.NewSchema(t)
 	} else {
 		c.dbURL = testenv.NewDatabase(t, testenv.Postgres)
 	}

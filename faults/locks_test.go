@@ -19,7 +19,7 @@ func TestRedlockOneMasterKilled(t *testing.T) {
 	r := &result{Fault: "redlock-kill-1"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "redlock"})
-	load := c.startLoad(12*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore := c.lb.errors5xx(anyReplica)
@@ -30,7 +30,7 @@ func TestRedlockOneMasterKilled(t *testing.T) {
 	load.waitTraffic(c.lb.decisionCount(anyReplica) + 200)
 	errs := c.lb.errors5xx(anyReplica) - errsBefore
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(0)) // its 200 decisions after the fault are in
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("master %s of 3 killed; first decision %dms after; %d 5xx answers after the kill; orders went on with two",
 		c.redlock.Nodes[0].Addr, recovery.Milliseconds(), errs)
@@ -47,7 +47,7 @@ func TestRedlockTwoMastersKilled(t *testing.T) {
 	r := &result{Fault: "redlock-kill-2"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "redlock"})
-	load := c.startLoad(16*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore := c.lb.errors5xx(anyReplica)
@@ -70,7 +70,7 @@ func TestRedlockTwoMastersKilled(t *testing.T) {
 	c.redlock.Nodes[1].Restart(t)
 	recovery := c.recoveredAfter(restarted, anyReplica)
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("2 of 3 masters killed: no decision from %s after (a lease and slack) for 3s, %d 5xx answers; restarted empty, first decision %dms after",
 		lease+recoverySlack, errs, recovery.Milliseconds())
@@ -86,7 +86,7 @@ func TestPostgresLockSessionsTerminated(t *testing.T) {
 	r := &result{Fault: "pglock-terminate"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: "postgres"})
-	load := c.startLoad(14*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	ended := 0
@@ -100,7 +100,7 @@ func TestPostgresLockSessionsTerminated(t *testing.T) {
 		load.waitTraffic(c.lb.decisionCount(anyReplica) + 100)
 	}
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(0)) // its decisions after each fault are in
 	r.recovered(worst)
 	r.Detail = fmt.Sprintf("3 times, every lock session of every replica ended (%d sessions); decided again at most %dms after",
 		ended, worst.Milliseconds())

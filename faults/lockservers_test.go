@@ -87,7 +87,7 @@ func lockServerPaused(t *testing.T, s lockServer) {
 	r := &result{Fault: s.kind + "-pause"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: s.kind})
-	load := c.startLoad(18*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	errsBefore, lostBefore := c.lb.errors5xx(anyReplica), c.total(mLeasesLost)
@@ -105,7 +105,7 @@ func lockServerPaused(t *testing.T, s lockServer) {
 	recovery := c.recoveredAfter(resumed, anyReplica)
 	errs := c.lb.errors5xx(anyReplica) - errsBefore
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	lost := c.total(mLeasesLost) - lostBefore
 	r.recovered(recovery)
 	r.Detail = fmt.Sprintf("%s stopped (SIGSTOP) %dms: no decision from %s after the stop until it continued; %d 5xx answers, %g leases lost; first decision %dms after it continued",
@@ -167,12 +167,12 @@ func lockHolderPaused(t *testing.T, s lockServer) {
 	r := &result{Fault: s.kind + "-pause-holder"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3, lock: s.kind})
-	load := c.startLoad(18*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(200)
 
 	f := c.pauseHolder(nil, pastLeases)
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.recovered(f.recovery)
 	r.Detail = f.String()
 	if f.grantsDuring == 0 {

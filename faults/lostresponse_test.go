@@ -250,7 +250,7 @@ func TestLostResponseRetried(t *testing.T) {
 	r := &result{Fault: "lost-response"}
 	record(t, r)
 	c := newCluster(t, clusterOptions{replicas: 3})
-	load := c.startLoad(12*time.Second, loadVUs)
+	load := c.startLoad(faultLoadCap, loadVUs)
 	load.waitTraffic(100)
 
 	// 60 orders of one unit for 40 units: the last ones are refused, and their
@@ -268,6 +268,6 @@ func TestLostResponseRetried(t *testing.T) {
 	}
 	wg.Wait()
 
-	c.verify(r, load.wait())
+	c.verify(r, load.finish(afterFault))
 	r.Detail = p.check(ctx)
 }

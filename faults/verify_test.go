@@ -158,6 +158,25 @@ func (l *loadRun) stop() {
 	}
 }
 
+// finish ends the load once the replicas have decided n more orders, or at
+// the end of its duration if that comes first, and returns its summary
+// (wait). A test calls it once its fault is over: what the load is for after
+// that, orders decided again on every path the fault touched, is n decisions,
+// not the rest of a duration chosen long enough for a slow machine to reach
+// them; the duration stays the most the load runs.
+func (l *loadRun) finish(n int) loadSummary {
+	target := l.c.lb.decisionCount(anyReplica) + n
+	for l.c.lb.decisionCount(anyReplica) < target {
+		select {
+		case <-l.done: // its duration is up
+			return l.wait()
+		case <-time.After(10 * time.Millisecond): // polling the balancer's count, until the load ends
+		}
+	}
+	l.stop()
+	return l.wait()
+}
+
 // waitTraffic waits until replicas have decided n orders (sold or refused for
 // want of stock, under the lock) since the run started.
 func (l *loadRun) waitTraffic(n int) {

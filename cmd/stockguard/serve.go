@@ -222,7 +222,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error
 		// last scrape still answers.
 		defer func() { _ = msrv.Close() }()
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.addr)
+	ln, err := listenFor(ctx, srv, cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -310,13 +310,13 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) (func(), err
 func serveMetrics(ctx context.Context, cfg serveConfig, metrics http.Handler, log *slog.Logger, errc chan<- error) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.metricsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen: %w", err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.readHeaderTimeout, ReadTimeout: cfg.readTimeout,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	ln, err := listenFor(ctx, srv, cfg.metricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("metrics: %w", err)
@@ -342,6 +342,16 @@ func newHTTPServer(cfg serveConfig, handler http.Handler, log *slog.Logger) *htt
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// listenFor listens on addr for srv: a new connection is idle until its first
+// byte (idleUntilFirstByte), under srv's IdleTimeout.
+func listenFor(ctx context.Context, srv *http.Server, addr string) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return idleUntilFirstByte(ln, srv.IdleTimeout), nil
 }
 
 // openAndMigrate connects and applies the migrations; the caller closes sqlDB.

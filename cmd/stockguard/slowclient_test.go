@@ -42,7 +42,7 @@ func startHTTPServer(t *testing.T, vars map[string]string) string {
 	if srv.ReadHeaderTimeout != cfg.readHeaderTimeout || srv.ReadTimeout != cfg.readTimeout {
 		t.Fatalf("server timeouts %s, %s; configured %s, %s", srv.ReadHeaderTimeout, srv.ReadTimeout, cfg.readHeaderTimeout, cfg.readTimeout)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	ln, err := listenFor(t.Context(), srv, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,31 +102,44 @@ func (m *PatroniMember) URL(database string) string {
 // STOCKGUARD_TEST_REQUIRE_REAL=1).
 func needPatroni(t testing.TB) string {
 	t.Helper()
-	missing := func(what string) string {
+	dir, missing := patroniBinDir()
+	if missing != "" {
 		if RequireReal() {
-			t.Fatalf("%s is not installed", what)
+			t.Fatal(missing)
 		}
-		t.Skipf("%s is not installed", what)
-		return ""
+		t.Skip(missing)
 	}
+	return dir
+}
+
+// PatroniMissing says what StartPatroni would skip for ("" when Patroni and
+// PostgreSQL's server programs are installed): for a test that starts one
+// cluster for several subtests, which each skip on their own.
+func PatroniMissing() string {
+	_, missing := patroniBinDir()
+	return missing
+}
+
+// patroniBinDir returns PostgreSQL's bin directory, or what is missing.
+func patroniBinDir() (dir, missing string) {
 	if _, err := exec.LookPath("patroni"); err != nil {
-		return missing("patroni")
+		return "", "patroni is not installed"
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
-			return d
+			return d, ""
 		}
 	}
 	if pgctl, err := exec.LookPath("pg_ctl"); err == nil {
 		if real, err := filepath.EvalSymlinks(pgctl); err == nil {
 			if _, err := os.Stat(filepath.Join(filepath.Dir(real), "postgres")); err == nil {
-				return filepath.Dir(real)
+				return filepath.Dir(real), ""
 			}
 		}
 	}
-	return missing("the PostgreSQL server (postgres, pg_ctl)")
+	return "", "the PostgreSQL server (postgres, pg_ctl) is not installed"
 }
 
 func versionOf(binDir string) int {
@@ -775,6 +788,28 @@ func (p *Patroni) URL() string {
 		hosts = append(hosts, m.Addr())
 	}
 	return "postgres://postgres@" + strings.Join(hosts, ",") + "/" + PatroniDatabase + "?sslmode=disable&target_session_attrs=read-write"
+}
+
+// NewSchema creates a schema of its own in PatroniDatabase, dropped when t
+// ends, and returns URL with it as the search_path: several tests share one
+// cluster, each on its own schema, as tests share the one PostgreSQL server
+// (NewDatabase).
+func (p *Patroni) NewSchema(t testing.TB) string {
+	t.Helper()
+	name := "t" + RandomID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := exec1(ctx, p.URL(), `CREATE SCHEMA "`+name+`"`); err != nil {
+		t.Fatalf("patroni: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := exec1(ctx, p.URL(), `DROP SCHEMA "`+name+`" CASCADE`); err != nil {
+			t.Logf("patroni: drop schema %s: %v", name, err)
+		}
+	})
+	return p.URL() + "&search_path=" + name
 }
 
 // exec1 runs one statement on a connection of its own.
