@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/stockguard/internal/testenv"
 	"github.com/stockguard/stockguard/pkg/client"
 )
 
@@ -293,7 +294,14 @@ func TestClientUnderFailover(t *testing.T) {
 	r.Strategy = "lock-batch"
 	began := time.Now()
 	docs := documentedProblems(t)
-	c := newCluster(t, clusterOptions{replicas: 3, patroni: true, strategy: "lock-batch",
+	ready(t)
+	if missing := testenv.PatroniMissing(); missing != "" {
+		if testenv.RequireReal() {
+			t.Fatal(missing)
+		}
+		t.Skip(missing)
+	}
+	c := newCluster(t, clusterOptions{replicas: 3, patroni: testenv.StartPatroni(t), strategy: "lock-batch",
 		env: []string{"STOCKGUARD_SWEEP_INTERVAL=" + sweepInterval.String()}})
 	// The first SKU has more than the run sells: the faults are aimed at its
 	// writers, and its orders measure the recoveries. The others run out.
