@@ -22,6 +22,7 @@ require (
 	github.com/prometheus/common v0.70.1
 	github.com/redis/go-redis/v9 v9.23.0-beta.1
 	github.com/rs/zerolog v1.33.0
+	github.com/stockguard/stockguard/pkg/client v0.0.0
 	github.com/stockguard/stockguard/pkg/lock v0.0.0
 	github.com/stretchr/testify v1.11.1
 	github.com/valyala/fasthttp v1.72.0
@@ -142,5 +143,7 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/stockguard/stockguard/pkg/client => ./pkg/client
 
 replace github.com/stockguard/stockguard/pkg/lock => ./pkg/lock
