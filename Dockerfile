@@ -12,6 +12,7 @@ FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum go.work go.work.sum ./
 COPY pkg/lock/go.mod pkg/lock/go.sum ./pkg/lock/
+# pkg/client requires nothing, so it has no go.sum.
 COPY pkg/client/go.mod ./pkg/client/
 RUN go mod download
 COPY . .

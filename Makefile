@@ -39,7 +39,7 @@ run: ## Run one replica on :8080 against this machine's PostgreSQL and Redis (DA
 .PHONY: test
 test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set; unset, this machine's Redis, PostgreSQL, MariaDB and NATS when they answer, unless STOCKGUARD_TEST_NO_DEFAULTS=1). Last line: tests passed, failed, skipped by reason; fails too when a test skipped a service that answers.
 	$(GO) build -o bin/gotest ./scripts/gotest # go test -json, reported (a built binary keeps go test's exit status)
-	GO='$(GO)' bin/gotest $(TEST_FLAGS) ./... ./pkg/lock/... # two modules (go.work): ./... stops at pkg/lock's go.mod
+	GO='$(GO)' bin/gotest $(TEST_FLAGS) ./... ./pkg/lock/... ./pkg/client/... # three modules (go.work): ./... stops at pkg/lock's and pkg/client's go.mod
 	CGO_ENABLED=0 GO='$(GO)' bin/gotest -count=1 ./internal/gormstore # the pure-Go SQLite of builds without cgo
 
 .PHONY: test-faults
@@ -62,7 +62,7 @@ bench-micro: ## Micro-benchmarks: pkg/lock's backends (Redis, Redlock, PostgreSQ
 
 .PHONY: lint
 lint: ## Run golangci-lint (version pinned here, settings in .golangci.yml).
-	$(GOLANGCI_LINT) run ./... ./pkg/lock/...
+	$(GOLANGCI_LINT) run ./... ./pkg/lock/... ./pkg/client/...
 
 .PHONY: mocks
 mocks: ## Regenerate the mockery mocks (settings and packages in .mockery.yml).
@@ -77,6 +77,7 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: tidy
-tidy: ## Tidy go.mod and go.sum, the service's and pkg/lock's (a module of its own).
+tidy: ## Tidy go.mod and go.sum, the service's, pkg/lock's and pkg/client's (modules of their own).
 	$(GO) mod tidy
 	cd pkg/lock && $(GO) mod tidy
+	cd pkg/client && $(GO) mod tidy

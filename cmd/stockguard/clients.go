@@ -356,7 +356,7 @@ func clientsCreate(e *envFlags) runFunc {
 		if err != nil {
 			return err
 		}
-		c, err := x.api.CreateClient(ctx, sgclient.ClientRequest{Name: name, Scopes: splitList(scopes), MaxUnitsHeldPerSKU: lim.maxHeld, RateLimit: rl})
+		c, err := x.api.CreateClient(ctx, sgclient.APIClientRequest{Name: name, Scopes: splitList(scopes), MaxUnitsHeldPerSKU: lim.maxHeld, RateLimit: rl})
 		if err != nil {
 			return err
 		}
@@ -392,7 +392,7 @@ func clientsUpdate(e *envFlags) runFunc {
 		if err != nil {
 			return err
 		}
-		p := sgclient.ClientPatch{Scopes: splitList(scopes), MaxUnitsHeldPerSKU: lim.maxHeld, RateLimit: rl}
+		p := sgclient.APIClientPatch{Scopes: splitList(scopes), MaxUnitsHeldPerSKU: lim.maxHeld, RateLimit: rl}
 		if e.set()["name"] {
 			p.Name = &name
 		}

@@ -246,7 +246,7 @@ func (c *Client) attempt(ctx context.Context, o *op, key string, body []byte) at
 	if err != nil {
 		return attemptResult{err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	res := attemptResult{resp: resp}
 	if ok(o, resp.StatusCode) && !isProblemJSON(resp.Header.Get("Content-Type")) {
 		data, err := readAtMost(resp.Body, maxAnswer)

@@ -35,7 +35,7 @@ func TestLostAnswerRetriedWithTheSameKeyOnANewConnection(t *testing.T) {
 	if h[0].Body != h[1].Body || !strings.Contains(h[1].Body, `"sku":"A-1"`) {
 		t.Errorf("bodies %q and %q", h[0].Body, h[1].Body)
 	}
-	if r.Attempts != 2 || !r.Replayed || r.RequestID != "req-1" || r.StatusCode != 201 || r.IdempotencyKey != h[0].Key {
+	if r.Attempts != 2 || !r.Replayed || r.RequestID != "req-1" || r.StatusCode != http.StatusCreated || r.IdempotencyKey != h[0].Key {
 		t.Errorf("captured %+v", r)
 	}
 }
@@ -268,7 +268,7 @@ func TestCancelSettledByAlreadyCancelled(t *testing.T) {
 		t.Errorf("order %+v", got)
 	}
 	h := s.Hits()
-	if len(h) != 3 || h[0].Path != "/v1/orders/ord_1/cancel" || h[1].Path != h[0].Path || h[2].Method != "GET" || h[2].Path != "/v1/orders/ord_1" {
+	if len(h) != 3 || h[0].Path != "/v1/orders/ord_1/cancel" || h[1].Path != h[0].Path || h[2].Method != http.MethodGet || h[2].Path != "/v1/orders/ord_1" {
 		t.Errorf("requests %+v", h)
 	}
 	if h[0].Key != "" {
@@ -348,7 +348,7 @@ func TestSetLocationStockSettled(t *testing.T) {
 func TestUnsafeWriteNotRepeatedAfterALostAnswer(t *testing.T) {
 	srv, s := serve(t, drop, answer(201, APIClient{ID: "cli_1"}))
 	c, _ := newTestClient(t, srv)
-	_, err := c.CreateClient(context.Background(), ClientRequest{Name: "storefront", Scopes: []string{ScopeOrdersWrite}})
+	_, err := c.CreateClient(context.Background(), APIClientRequest{Name: "storefront", Scopes: []string{ScopeOrdersWrite}})
 	var ou *OutcomeUnknownError
 	if !errors.As(err, &ou) || ou.Attempts != 1 || ou.IdempotencyKey != "" {
 		t.Fatalf("err %v", err)
@@ -399,7 +399,7 @@ func TestCaptureAndHeaders(t *testing.T) {
 		got.Get("Content-Type") != "application/json" || got.Get("Idempotency-Key") != "key-1" {
 		t.Errorf("request headers %v", got)
 	}
-	if r.StatusCode != 201 || r.RequestID != "abc" || !r.Replayed || r.Attempts != 1 || r.IdempotencyKey != "key-1" || r.Header.Get("X-Request-Id") != "abc" {
+	if r.StatusCode != http.StatusCreated || r.RequestID != "abc" || !r.Replayed || r.Attempts != 1 || r.IdempotencyKey != "key-1" || r.Header.Get("X-Request-Id") != "abc" {
 		t.Errorf("captured %+v", r)
 	}
 }

@@ -37,17 +37,17 @@ const (
 	ScopeAdmin         = "admin"
 )
 
-// ClientRequest makes a client; the limits left nil take the server's
+// APIClientRequest makes a client; the limits left nil take the server's
 // defaults.
-type ClientRequest struct {
+type APIClientRequest struct {
 	Name               string     `json:"name"`
 	Scopes             []string   `json:"scopes"`
 	MaxUnitsHeldPerSKU *int       `json:"max_units_held_per_sku,omitempty"`
 	RateLimit          *RateLimit `json:"rate_limit,omitempty"`
 }
 
-// ClientPatch changes a client: the fields set.
-type ClientPatch struct {
+// APIClientPatch changes a client: the fields set.
+type APIClientPatch struct {
 	Name               *string    `json:"name,omitempty"`
 	Scopes             []string   `json:"scopes,omitempty"`
 	MaxUnitsHeldPerSKU *int       `json:"max_units_held_per_sku,omitempty"`
@@ -80,7 +80,7 @@ type ListKeysParams struct {
 // CreateClient makes a client (POST /v1/clients, admin). It takes no
 // Idempotency-Key, so a lost answer is an *OutcomeUnknownError, not a retry
 // that could make two clients.
-func (c *Client) CreateClient(ctx context.Context, req ClientRequest, opts ...CallOption) (*APIClient, error) {
+func (c *Client) CreateClient(ctx context.Context, req APIClientRequest, opts ...CallOption) (*APIClient, error) {
 	var out APIClient
 	err := c.do(ctx, &op{id: "createClient", method: http.MethodPost, path: "/v1/clients", body: req, kind: kindUnsafe, out: &out}, opts)
 	return result(&out, err)
@@ -95,12 +95,12 @@ func (c *Client) GetClient(ctx context.Context, id string, opts ...CallOption) (
 
 // ListClients lists the clients by id (GET /v1/clients, admin).
 func (c *Client) ListClients(ctx context.Context, p ListClientsParams, opts ...CallOption) iter.Seq2[APIClient, error] {
-	return list(c, ctx, listing[APIClient]{id: "listClients", path: "/v1/clients", limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[APIClient]{id: "listClients", path: "/v1/clients", limit: p.Limit, after: p.StartingAfter,
 		cursor: func(a APIClient) string { return a.ID }}, opts)
 }
 
 // UpdateClient changes a client (PATCH /v1/clients/{id}, admin).
-func (c *Client) UpdateClient(ctx context.Context, id string, req ClientPatch, opts ...CallOption) (*APIClient, error) {
+func (c *Client) UpdateClient(ctx context.Context, id string, req APIClientPatch, opts ...CallOption) (*APIClient, error) {
 	var out APIClient
 	err := c.do(ctx, &op{id: "updateClient", method: http.MethodPatch, path: route("/v1/clients/", id), body: req, kind: kindIdempotent, out: &out}, opts)
 	return result(&out, err)
@@ -118,7 +118,7 @@ func (c *Client) CreateKey(ctx context.Context, clientID string, opts ...CallOpt
 // ListKeys lists a client's keys, revoked ones too, without their secrets
 // (GET /v1/clients/{id}/keys, admin).
 func (c *Client) ListKeys(ctx context.Context, clientID string, p ListKeysParams, opts ...CallOption) iter.Seq2[APIKey, error] {
-	return list(c, ctx, listing[APIKey]{id: "listKeys", path: route("/v1/clients/", clientID, "/keys"), limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[APIKey]{id: "listKeys", path: route("/v1/clients/", clientID, "/keys"), limit: p.Limit, after: p.StartingAfter,
 		cursor: func(k APIKey) string { return k.ID }}, opts)
 }
 

@@ -81,7 +81,7 @@ type Republished struct {
 // ListEvents lists the stock events, oldest first, up to the feed's end
 // (GET /v1/events).
 func (c *Client) ListEvents(ctx context.Context, p ListEventsParams, opts ...CallOption) iter.Seq2[Event, error] {
-	return list(c, ctx, listing[Event]{id: "listEvents", path: "/v1/events", limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[Event]{id: "listEvents", path: "/v1/events", limit: p.Limit, after: p.StartingAfter,
 		cursor: func(e Event) string { return e.ID }}, opts)
 }
 
@@ -104,7 +104,7 @@ func (c *Client) FollowEvents(ctx context.Context, after string, opts ...CallOpt
 	l := listing[Event]{id: "listEvents", path: "/v1/events", limit: 100}
 	return func(yield func(Event, error) bool) {
 		for {
-			page, err := listPage(c, ctx, l, after, opts)
+			page, err := listPage(ctx, c, l, after, opts)
 			if ctx.Err() != nil {
 				return // the caller stopped following
 			}

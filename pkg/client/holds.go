@@ -84,7 +84,7 @@ func (c *Client) GetHold(ctx context.Context, id string, opts ...CallOption) (*H
 // ListHolds lists the holds, newest first, whatever their status (GET
 // /v1/reservations).
 func (c *Client) ListHolds(ctx context.Context, p ListHoldsParams, opts ...CallOption) iter.Seq2[Hold, error] {
-	return list(c, ctx, listing[Hold]{id: "listHolds", path: "/v1/reservations", limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[Hold]{id: "listHolds", path: "/v1/reservations", limit: p.Limit, after: p.StartingAfter,
 		cursor: func(h Hold) string { return h.ID }}, opts)
 }
 

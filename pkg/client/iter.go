@@ -20,11 +20,11 @@ type listing[T any] struct {
 
 // list pages through a listing with starting_after, fetching a page only
 // when the loop has consumed the one before.
-func list[T any](c *Client, ctx context.Context, l listing[T], opts []CallOption) iter.Seq2[T, error] {
+func list[T any](ctx context.Context, c *Client, l listing[T], opts []CallOption) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		after := l.after
 		for {
-			page, err := listPage(c, ctx, l, after, opts)
+			page, err := listPage(ctx, c, l, after, opts)
 			if err != nil {
 				var zero T
 				yield(zero, err)
@@ -44,7 +44,7 @@ func list[T any](c *Client, ctx context.Context, l listing[T], opts []CallOption
 }
 
 // listPage reads the page after the cursor after ("" for the first).
-func listPage[T any](c *Client, ctx context.Context, l listing[T], after string, opts []CallOption) (*Page[T], error) {
+func listPage[T any](ctx context.Context, c *Client, l listing[T], after string, opts []CallOption) (*Page[T], error) {
 	q := url.Values{}
 	for k, v := range l.query {
 		q[k] = v

@@ -22,7 +22,7 @@ func orderPages(n int) http.HandlerFunc {
 		}
 		from := n
 		if a := q.Get("starting_after"); a != "" {
-			fmt.Sscanf(a, "ord_%d", &from)
+			_, _ = fmt.Sscanf(a, "ord_%d", &from)
 			from--
 		}
 		page := Page[Order]{Object: "list", URL: "/v1/orders"}

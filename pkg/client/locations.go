@@ -53,7 +53,7 @@ func (c *Client) GetLocation(ctx context.Context, id string, opts ...CallOption)
 // ListLocations lists the locations by priority, then id (GET
 // /v1/locations: one page holds them all).
 func (c *Client) ListLocations(ctx context.Context, opts ...CallOption) iter.Seq2[Location, error] {
-	return list(c, ctx, listing[Location]{id: "listLocations", path: "/v1/locations",
+	return list(ctx, c, listing[Location]{id: "listLocations", path: "/v1/locations",
 		cursor: func(l Location) string { return l.ID }}, opts)
 }
 

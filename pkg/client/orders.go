@@ -67,7 +67,7 @@ func (c *Client) GetOrder(ctx context.Context, id string, opts ...CallOption) (*
 
 // ListOrders lists the orders, newest first (GET /v1/orders).
 func (c *Client) ListOrders(ctx context.Context, p ListOrdersParams, opts ...CallOption) iter.Seq2[Order, error] {
-	return list(c, ctx, listing[Order]{id: "listOrders", path: "/v1/orders", limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[Order]{id: "listOrders", path: "/v1/orders", limit: p.Limit, after: p.StartingAfter,
 		cursor: func(o Order) string { return o.ID }}, opts)
 }
 

@@ -58,7 +58,7 @@ func (c *Client) GetSKU(ctx context.Context, sku string, opts ...CallOption) (*S
 
 // ListSKUs lists the SKUs' stock, ascending (GET /v1/skus).
 func (c *Client) ListSKUs(ctx context.Context, p ListSKUsParams, opts ...CallOption) iter.Seq2[Stock, error] {
-	return list(c, ctx, listing[Stock]{id: "listSKUs", path: "/v1/skus", limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[Stock]{id: "listSKUs", path: "/v1/skus", limit: p.Limit, after: p.StartingAfter,
 		cursor: func(s Stock) string { return s.SKU }}, opts)
 }
 

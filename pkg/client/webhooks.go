@@ -82,7 +82,7 @@ func (c *Client) GetWebhook(ctx context.Context, id string, opts ...CallOption) 
 
 // ListWebhooks lists the endpoints by id (GET /v1/webhooks).
 func (c *Client) ListWebhooks(ctx context.Context, p ListWebhooksParams, opts ...CallOption) iter.Seq2[Webhook, error] {
-	return list(c, ctx, listing[Webhook]{id: "listWebhooks", path: "/v1/webhooks", limit: p.Limit, after: p.StartingAfter,
+	return list(ctx, c, listing[Webhook]{id: "listWebhooks", path: "/v1/webhooks", limit: p.Limit, after: p.StartingAfter,
 		cursor: func(w Webhook) string { return w.ID }}, opts)
 }
 
@@ -103,6 +103,6 @@ func (c *Client) DeleteWebhook(ctx context.Context, id string, opts ...CallOptio
 // ListWebhookFailures lists the events an endpoint was not delivered, in
 // feed order (GET /v1/webhooks/{id}/failures).
 func (c *Client) ListWebhookFailures(ctx context.Context, id string, p ListWebhookFailuresParams, opts ...CallOption) iter.Seq2[WebhookFailure, error] {
-	return list(c, ctx, listing[WebhookFailure]{id: "listWebhookFailures", path: route("/v1/webhooks/", id, "/failures"), limit: p.Limit,
+	return list(ctx, c, listing[WebhookFailure]{id: "listWebhookFailures", path: route("/v1/webhooks/", id, "/failures"), limit: p.Limit,
 		after: p.StartingAfter, cursor: func(f WebhookFailure) string { return f.EventID }}, opts)
 }
