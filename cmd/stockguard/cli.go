@@ -56,11 +56,11 @@ type group struct {
 // groups are the API commands, in the order the usage lists them.
 func groups() []group {
 	return []group{
-		{name: "clients", what: "list, read, make and change clients", subs: clientsSubs(), database: true},
-		{name: "keys", what: "list, make and revoke a client's API keys", subs: keysSubs(), database: true},
+		{name: "clients", what: "list, read, create and change clients", subs: clientsSubs(), database: true},
+		{name: "keys", what: "list, create and revoke a client's API keys", subs: keysSubs(), database: true},
 		{name: "stock", what: "read and change the SKUs' stock", subs: stockSubs()},
-		{name: "locations", what: "list, read, make and change locations", subs: locationsSubs()},
-		{name: "webhooks", what: "list, read, enable, disable, make and delete webhook endpoints", subs: webhooksSubs()},
+		{name: "locations", what: "list, read, create and change locations", subs: locationsSubs()},
+		{name: "webhooks", what: "list, read, enable, disable, create and delete webhook endpoints", subs: webhooksSubs()},
 		{name: "events", what: "read the stock events' feed, or follow it", subs: eventsSubs()},
 	}
 }

@@ -13,7 +13,7 @@ func locationsSubs() []subcommand {
 	return []subcommand{
 		{name: "list", what: "list the locations, by priority then id", setup: locationsList},
 		{name: "get", args: "ID", what: "read a location", setup: locationsGet},
-		{name: "create", what: "make a location", setup: locationsCreate},
+		{name: "create", what: "create a location", setup: locationsCreate},
 		{name: "update", args: "ID", what: "change a location's name, priority or state: the flags given", setup: locationsUpdate},
 	}
 }
@@ -41,7 +41,7 @@ func locationsCreate(e *envFlags) runFunc {
 	e.fs.StringVar(&req.ID, "id", "", "the location's id, ^[a-z0-9][a-z0-9._-]{0,63}$ (required)")
 	e.fs.StringVar(&req.Name, "name", "", "its name, 1 to 200 characters (required)")
 	e.fs.Int64Var(&req.Priority, "priority", 0, "allocation by priority takes the lowest first")
-	e.fs.BoolVar(&inactive, "inactive", false, "make it inactive: it allocates nothing until updated with --active")
+	e.fs.BoolVar(&inactive, "inactive", false, "create it inactive: it allocates nothing until updated with --active")
 	return func(ctx context.Context, x *cli, _ []string) error {
 		if inactive {
 			active := false

@@ -270,7 +270,7 @@ func clientsSubs() []subcommand {
 	return []subcommand{
 		{name: "list", what: "list the clients, by id", setup: clientsList},
 		{name: "get", args: "ID", what: "read a client (API only)", setup: clientsGet},
-		{name: "create", what: "make a client, and with --with-key a key of it", setup: clientsCreate},
+		{name: "create", what: "create a client, and with --with-key a key of it", setup: clientsCreate},
 		{name: "update", args: "ID", what: "change a client's name, scopes or limits: the flags given (API only)", setup: clientsUpdate},
 	}
 }
@@ -278,7 +278,7 @@ func clientsSubs() []subcommand {
 func keysSubs() []subcommand {
 	return []subcommand{
 		{name: "list", what: "list a client's keys, revoked ones too, without their secrets", setup: keysList},
-		{name: "create", what: "make a key of a client: its secret is printed this once", setup: keysCreate},
+		{name: "create", what: "create a key of a client: its secret is printed this once", setup: keysCreate},
 		{name: "revoke", what: "revoke a key: every replica refuses it within --auth-refresh", setup: keysRevoke},
 	}
 }
@@ -345,8 +345,8 @@ func clientsCreate(e *envFlags) runFunc {
 	e.fs.StringVar(&name, "name", "", "the client's name")
 	e.fs.StringVar(&scopes, "scopes", "", "comma-separated scopes: "+scopeNames())
 	lim.declare(e)
-	e.fs.BoolVar(&withKey, "with-key", false, "make a key for the client too, and print it with the client")
-	e.fs.StringVar(&keyFile, "key-file", "", "database mode, with --with-key: write the key's secret to this file (0600) instead of printing it; when the file already holds a live key, make nothing")
+	e.fs.BoolVar(&withKey, "with-key", false, "create a key for the client too, and print it with the client")
+	e.fs.StringVar(&keyFile, "key-file", "", "database mode, with --with-key: write the key's secret to this file (0600) instead of printing it; when the file already holds a live key, do nothing")
 	databaseFlag(e)
 	return func(ctx context.Context, x *cli, _ []string) error {
 		if keyFile != "" {
