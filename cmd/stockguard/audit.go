@@ -43,6 +43,9 @@ func audit(ctx context.Context, args []string, getenv func(string) string, stdou
 		common.timeout = timeout
 		return auditAPI(ctx, common, deep, stdout, stderr)
 	}
+	if set := e.set(); (set["o"] || set["output"]) && common.output != "json" {
+		return fmt.Errorf("-o %s: the database mode prints JSON (set --url or $STOCKGUARD_URL for the API's table)", common.output)
+	}
 	db, err := gormstore.Open(databaseURL)
 	if err != nil {
 		return err

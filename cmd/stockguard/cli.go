@@ -102,7 +102,7 @@ func (g group) usage() string {
 // modeRule says where clients, keys and audit go.
 const modeRule = `With --url or $STOCKGUARD_URL set, it goes through the API of a running service (a replica or the
 balancer) with --api-key; otherwise straight to the database (--database-url, $DATABASE_URL), which
-works before any replica runs, and prints JSON whatever -o says.`
+works before any replica runs, and prints JSON (-o table is the API mode's).`
 
 // apiCommand runs "stockguard <group> ...".
 func apiCommand(ctx context.Context, g group, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
