@@ -10,12 +10,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stockguard/stockguard/internal/auth"
 	"github.com/stockguard/stockguard/internal/gormstore"
 	"github.com/stockguard/stockguard/internal/orders"
+	sgclient "github.com/stockguard/stockguard/pkg/client"
 )
 
 // The clients' command line: make a client and its keys, list them, revoke a
@@ -48,7 +51,9 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	var rate float64
 	var burst int
 	var withKey bool
-	var keyFile string
+	var keyFile, output string
+	e.fs.StringVar(&output, "o", "json", "output: json only, in the database mode")
+	e.fs.StringVar(&output, "output", "json", "the same as -o")
 	e.secret(&databaseURL, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "database: postgres://..., mysql://... or sqlite:<path>")
 	switch what + " " + verb {
 	case "clients create":
@@ -65,6 +70,8 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	case "keys revoke":
 		e.fs.StringVar(&clientID, "client", "", "the client's id (cli_...)")
 		e.fs.StringVar(&keyID, "key", "", "the key's id (key_...)")
+	case "clients get", "clients update":
+		return fmt.Errorf("%s %s goes through the API: set --url or $STOCKGUARD_URL", what, verb)
 	default:
 		fmt.Fprint(stderr, clientsUsage)
 		return fmt.Errorf("unknown command %s %s", what, verb)
@@ -74,6 +81,9 @@ func clientsCommand(ctx context.Context, what string, args []string, getenv func
 	}
 	if keyFile != "" && !withKey {
 		return errors.New("--key-file needs --with-key")
+	}
+	if output != "json" {
+		return fmt.Errorf("-o %s: the database mode prints JSON (set --url or $STOCKGUARD_URL for the API's tables)", output)
 	}
 	m, authn, closeDB, err := openClients(ctx, databaseURL, stderr)
 	if err != nil {
@@ -249,4 +259,226 @@ func scopeNames() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
+}
+
+// The same commands through the API (--url or $STOCKGUARD_URL): the admin
+// routes of /v1/clients, with the admin token as --api-key. Their flags are
+// the database mode's, so one command line works in both modes, plus get
+// and update, which only the API has.
+
+func clientsSubs() []subcommand {
+	return []subcommand{
+		{name: "list", what: "list the clients, by id", setup: clientsList},
+		{name: "get", args: "ID", what: "read a client (API only)", setup: clientsGet},
+		{name: "create", what: "create a client, and with --with-key a key of it", setup: clientsCreate},
+		{name: "update", args: "ID", what: "change a client's name, scopes or limits: the flags given (API only)", setup: clientsUpdate},
+	}
+}
+
+func keysSubs() []subcommand {
+	return []subcommand{
+		{name: "list", what: "list a client's keys, revoked ones too, without their secrets", setup: keysList},
+		{name: "create", what: "create a key of a client: its secret is printed this once", setup: keysCreate},
+		{name: "revoke", what: "revoke a key: every replica refuses it within --auth-refresh", setup: keysRevoke},
+	}
+}
+
+// databaseFlag declares --database-url in the API mode's flag set, so that
+// --help shows both modes' flags; the API mode does not read it.
+func databaseFlag(e *envFlags) {
+	var ignored string
+	e.secret(&ignored, "database-url", "DATABASE_URL", "sqlite:stockguard.db", "the database mode's database: postgres://..., mysql://... or sqlite:<path>")
+}
+
+func clientsList(e *envFlags) runFunc {
+	databaseFlag(e)
+	return func(ctx context.Context, x *cli, _ []string) error {
+		cs, err := collect(x.api.ListClients(ctx, sgclient.ListClientsParams{Limit: 100}))
+		if err != nil {
+			return err
+		}
+		return x.print(cs, clientHeader, clientRows(cs...)...)
+	}
+}
+
+func clientsGet(e *envFlags) runFunc {
+	return func(ctx context.Context, x *cli, args []string) error {
+		c, err := x.api.GetClient(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return x.print(c, clientHeader, clientRows(*c)...)
+	}
+}
+
+// limitFlags are a client's limits, each sent only when given: the server
+// keeps (update) or defaults (create) the others.
+type limitFlags struct {
+	maxHeld, burst *int
+	rate           *float64
+}
+
+func (l *limitFlags) declare(e *envFlags) {
+	optional(e, &l.maxHeld, "max-units-held-per-sku", fmt.Sprintf("cap on the client's units in live holds of one SKU (left out: the service's --default-max-units-held-per-sku; the database mode's default %d)", auth.DefaultMaxUnitsHeldPerSKU))
+	e.fs.Func("rate-limit", fmt.Sprintf("requests per second, all replicas together, with --rate-burst (left out: the service's default; the database mode's %v)", auth.DefaultRatePerSecond), func(s string) error {
+		f, err := strconv.ParseFloat(s, 64)
+		l.rate = &f
+		return err
+	})
+	optional(e, &l.burst, "rate-burst", fmt.Sprintf("burst of requests, with --rate-limit (the database mode's default %d)", auth.DefaultRateBurst))
+}
+
+func (l *limitFlags) rateLimit() (*sgclient.RateLimit, error) {
+	switch {
+	case l.rate == nil && l.burst == nil:
+		return nil, nil
+	case l.rate == nil || l.burst == nil:
+		return nil, errors.New("--rate-limit and --rate-burst go together")
+	}
+	return &sgclient.RateLimit{PerSecond: *l.rate, Burst: *l.burst}, nil
+}
+
+func clientsCreate(e *envFlags) runFunc {
+	var name, scopes, keyFile string
+	var withKey bool
+	var lim limitFlags
+	e.fs.StringVar(&name, "name", "", "the client's name")
+	e.fs.StringVar(&scopes, "scopes", "", "comma-separated scopes: "+scopeNames())
+	lim.declare(e)
+	e.fs.BoolVar(&withKey, "with-key", false, "create a key for the client too, and print it with the client")
+	e.fs.StringVar(&keyFile, "key-file", "", "database mode, with --with-key: write the key's secret to this file (0600) instead of printing it; when the file already holds a live key, do nothing")
+	databaseFlag(e)
+	return func(ctx context.Context, x *cli, _ []string) error {
+		if keyFile != "" {
+			return errors.New("--key-file is the database mode's bootstrap: without --url and $STOCKGUARD_URL")
+		}
+		rl, err := lim.rateLimit()
+		if err != nil {
+			return err
+		}
+		c, err := x.api.CreateClient(ctx, sgclient.APIClientRequest{Name: name, Scopes: splitList(scopes), MaxUnitsHeldPerSKU: lim.maxHeld, RateLimit: rl})
+		if err != nil {
+			return err
+		}
+		if !withKey {
+			return x.print(c, clientHeader, clientRows(*c)...)
+		}
+		k, err := x.api.CreateKey(ctx, c.ID)
+		if err != nil {
+			return fmt.Errorf("client %s made, its key not (make one with stockguard keys create --client %s): %w", c.ID, c.ID, explain(err))
+		}
+		if x.json {
+			return x.printJSON(struct {
+				*sgclient.APIClient
+				Key *sgclient.APIKey `json:"key"`
+			}{c, k})
+		}
+		if err := printTable(x.stdout, clientHeader, clientRows(*c)); err != nil {
+			return err
+		}
+		fmt.Fprintln(x.stdout)
+		return printTable(x.stdout, keyHeaderSecret, keyRows(true, *k))
+	}
+}
+
+func clientsUpdate(e *envFlags) runFunc {
+	var name, scopes string
+	var lim limitFlags
+	e.fs.StringVar(&name, "name", "", "the client's new name")
+	e.fs.StringVar(&scopes, "scopes", "", "the client's scopes, all of them, comma-separated: "+scopeNames())
+	lim.declare(e)
+	return func(ctx context.Context, x *cli, args []string) error {
+		rl, err := lim.rateLimit()
+		if err != nil {
+			return err
+		}
+		p := sgclient.APIClientPatch{Scopes: splitList(scopes), MaxUnitsHeldPerSKU: lim.maxHeld, RateLimit: rl}
+		if e.set()["name"] {
+			p.Name = &name
+		}
+		if len(p.Scopes) == 0 {
+			p.Scopes = nil // left out: kept
+		}
+		c, err := x.api.UpdateClient(ctx, args[0], p)
+		if err != nil {
+			return err
+		}
+		return x.print(c, clientHeader, clientRows(*c)...)
+	}
+}
+
+func keysList(e *envFlags) runFunc {
+	var clientID string
+	e.fs.StringVar(&clientID, "client", "", "the client's id (cli_...)")
+	databaseFlag(e)
+	return func(ctx context.Context, x *cli, _ []string) error {
+		ks, err := collect(x.api.ListKeys(ctx, clientID, sgclient.ListKeysParams{Limit: 100}))
+		if err != nil {
+			return err
+		}
+		return x.print(ks, keyHeader, keyRows(false, ks...)...)
+	}
+}
+
+func keysCreate(e *envFlags) runFunc {
+	var clientID string
+	e.fs.StringVar(&clientID, "client", "", "the client's id (cli_...)")
+	databaseFlag(e)
+	return func(ctx context.Context, x *cli, _ []string) error {
+		k, err := x.api.CreateKey(ctx, clientID)
+		if err != nil {
+			return err
+		}
+		return x.print(k, keyHeaderSecret, keyRows(true, *k)...)
+	}
+}
+
+func keysRevoke(e *envFlags) runFunc {
+	var clientID, keyID string
+	e.fs.StringVar(&clientID, "client", "", "the client's id (cli_...)")
+	e.fs.StringVar(&keyID, "key", "", "the key's id (key_...)")
+	databaseFlag(e)
+	return func(ctx context.Context, x *cli, _ []string) error {
+		if err := x.api.RevokeKey(ctx, clientID, keyID); err != nil {
+			return err
+		}
+		return x.print(map[string]string{"revoked": keyID}, []string{"REVOKED"}, []string{keyID})
+	}
+}
+
+var (
+	clientHeader    = []string{"ID", "NAME", "SCOPES", "MAX HELD/SKU", "RATE/S", "BURST", "CREATED"}
+	keyHeader       = []string{"ID", "CLIENT", "HINT", "CREATED", "REVOKED"}
+	keyHeaderSecret = append(slices.Clone(keyHeader), "SECRET (SHOWN ONCE)")
+)
+
+func clientRows(cs ...sgclient.APIClient) [][]string {
+	rows := make([][]string, len(cs))
+	for i, c := range cs {
+		rows[i] = []string{c.ID, c.Name, strings.Join(c.Scopes, ","), itoa(c.MaxUnitsHeldPerSKU),
+			strconv.FormatFloat(c.RateLimit.PerSecond, 'g', -1, 64), itoa(c.RateLimit.Burst), timeText(c.CreatedAt)}
+	}
+	return rows
+}
+
+func keyRows(secret bool, ks ...sgclient.APIKey) [][]string {
+	rows := make([][]string, len(ks))
+	for i, k := range ks {
+		rows[i] = []string{k.ID, k.ClientID, k.Hint, timeText(k.CreatedAt), timeText(k.RevokedAt)}
+		if secret {
+			rows[i] = append(rows[i], k.Secret)
+		}
+	}
+	return rows
+}
+
+// splitList splits a comma-separated flag, dropping empty parts.
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 // Command stockguard runs one order-service replica (serve), applies the
-// database schema (migrate) or audits the database in depth (audit). Run "stockguard serve --help" for the settings; each
-// flag also reads an environment variable.
+// database schema (migrate), audits the database in depth (audit), and
+// gives operators commands on a running service's API (stock, locations,
+// webhooks, events, clients, keys). Run "stockguard serve --help" for the
+// settings; each flag also reads an environment variable.
 package main
 
 import (
@@ -31,13 +33,19 @@ const usage = `stockguard: an inventory-reservation service that never oversells
 Usage:
   stockguard serve [flags]     run one replica
   stockguard migrate [flags]   apply the database schema and exit
-  stockguard audit [flags]     check I1 in depth in the database (counters against the history) and exit
-  stockguard clients ...       make and list clients straight in the database (create, list)
-  stockguard keys ...          make, list and revoke a client's API keys (create, list, revoke)
+  stockguard audit [flags]     check the invariants in depth in the database (counters against the history), or with --url through the API, and exit
   stockguard healthcheck       exit 0 when the local replica is ready (for container health checks)
   stockguard version           print the version, the commit and the Go version it was built from
 
-Run "stockguard <command> --help" for the flags of a command.
+Operators' commands on a running service (--url, $STOCKGUARD_URL; --api-key, $STOCKGUARD_API_KEY):
+  stockguard clients ...       list, get, create, update clients (without --url: list, create straight in the database)
+  stockguard keys ...          list, create, revoke a client's API keys (without --url: straight in the database)
+  stockguard stock ...         get, list, set, restock, transfer a SKU's stock
+  stockguard locations ...     list, get, create, update locations
+  stockguard webhooks ...      list, get, failures, enable, disable, create, delete webhook endpoints
+  stockguard events ...        tail (and --follow) the stock events' feed; republish them to NATS
+
+Run "stockguard <command> --help" for the flags of a command, "stockguard <command> <subcommand> --help" for a subcommand's.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -60,8 +68,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, cfg, stderr)
 	case "audit":
 		return audit(ctx, args[1:], getenv, stdout, stderr)
-	case "clients", "keys":
-		return clientsCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, args[1:], getenv, stderr)
 	case "version", "--version", "-version":
@@ -71,6 +77,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
+		if g, ok := findGroup(args[0]); ok {
+			return apiCommand(ctx, g, args[1:], getenv, stdout, stderr)
+		}
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
