@@ -341,7 +341,9 @@ func problemLine(p *sgclient.Problem) string {
 		b.WriteString(": " + oneLine(d))
 	}
 	for _, f := range p.Errors {
-		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Message)
+		if field := f.Field + ": " + f.Message; !strings.Contains(p.Detail, field) { // the detail may say them already
+			b.WriteString("; " + field)
+		}
 	}
 	if len(p.SKUs) > 0 {
 		fmt.Fprintf(&b, "; skus %s", strings.Join(p.SKUs, ", "))

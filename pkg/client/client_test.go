@@ -461,3 +461,17 @@ func TestProblemName(t *testing.T) {
 		}
 	}
 }
+
+// An invalid field is named once: the server's detail often says it already.
+func TestProblemErrorNamesAFieldOnce(t *testing.T) {
+	said := &Problem{Status: 422, Type: "#invalid", Detail: "invalid request: url: must be absolute",
+		Errors: []FieldError{{Field: "url", Message: "must be absolute"}}}
+	unsaid := &Problem{Status: 422, Type: "#invalid", Detail: "invalid request",
+		Errors: []FieldError{{Field: "url", Message: "must be absolute"}}}
+	if n := strings.Count(said.Error(), "url: must be absolute"); n != 1 {
+		t.Errorf("%q names the field %d times", said.Error(), n)
+	}
+	if !strings.Contains(unsaid.Error(), "; url: must be absolute") {
+		t.Errorf("%q does not name the field", unsaid.Error())
+	}
+}

@@ -79,7 +79,9 @@ func (p *Problem) Error() string {
 		fmt.Fprintf(&b, " (skus %s)", strings.Join(p.SKUs, ", "))
 	}
 	for _, f := range p.Errors {
-		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Message)
+		if field := f.Field + ": " + f.Message; !strings.Contains(p.Detail, field) { // the detail may say them already
+			b.WriteString("; " + field)
+		}
 	}
 	if p.RequestID != "" {
 		fmt.Fprintf(&b, " [request %s]", p.RequestID)
