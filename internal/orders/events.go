@@ -51,7 +51,7 @@ const (
 // EventTypes lists every EventType.
 var EventTypes = []EventType{EventOrderPlaced, EventOrderCancelled, EventReservationCreated,
 	EventReservationConfirmed, EventReservationReleased, EventReservationExpired, EventStockRestocked, EventStockSet,
-	EventOutOfStock, EventBackInStock, EventLowStock}
+	EventStockTransferredOut, EventStockTransferredIn, EventOutOfStock, EventBackInStock, EventLowStock}
 
 // LevelEventTypes lists the stock-level event types: those that tell a
 // crossing, not a change.
