@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,8 @@ type firstByteConn struct {
 	net.Conn
 	idle time.Duration
 
+	started atomic.Bool // the first byte came: reads and deadlines go straight to the Conn, unlocked
+
 	mu      sync.Mutex
 	waiting bool          // nothing read yet
 	asked   time.Duration // the read deadline set while waiting, from when it was set; 0: none
@@ -60,6 +63,9 @@ func (c *firstByteConn) SetDeadline(t time.Time) error {
 }
 
 func (c *firstByteConn) SetReadDeadline(t time.Time) error {
+	if c.started.Load() {
+		return c.Conn.SetReadDeadline(t)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.waiting {
@@ -76,6 +82,9 @@ func (c *firstByteConn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *firstByteConn) Read(p []byte) (int, error) {
+	if c.started.Load() {
+		return c.Conn.Read(p)
+	}
 	c.mu.Lock()
 	if !c.waiting {
 		c.mu.Unlock()
@@ -98,6 +107,7 @@ func (c *firstByteConn) Read(p []byte) (int, error) {
 			if derr := c.Conn.SetReadDeadline(deadline); derr != nil && err == nil {
 				err = derr
 			}
+			c.started.Store(true) // after the deadline asked for is set
 		}
 		c.mu.Unlock()
 	}
