@@ -7,6 +7,7 @@ package main
 // rendering of the client's errors.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -337,7 +338,7 @@ func explain(err error) error {
 func problemLine(p *sgclient.Problem) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s", p.Status, p.Name())
-	if d := cmpOr(p.Detail, p.Title); d != "" {
+	if d := cmp.Or(p.Detail, p.Title); d != "" {
 		b.WriteString(": " + oneLine(d))
 	}
 	for _, f := range p.Errors {
@@ -377,13 +378,6 @@ func outcomeUnknown(e *sgclient.OutcomeUnknownError) error {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
 
 func upperFirst(s string) string {
 	if s == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -84,7 +85,7 @@ func (p *eventPrinter) print(ev sgclient.Event) error {
 		fmt.Fprintf(p.x.stdout, eventLine, "ID", "CREATED", "TYPE", "SKU", "SEQ", "QUANTITY", "LOCATION", "CHANGE a/r/s/st", "COUNTERS a/r/s/st", "ORDER/HOLD")
 	}
 	_, err := fmt.Fprintf(p.x.stdout, eventLine, ev.ID, timeText(ev.CreatedAt), ev.Type, ev.SKU, fmt.Sprint(ev.Seq), itoa(ev.Quantity),
-		cmpOr(ev.Location, "-"), levels(ev.Change, true), levels(ev.Counters, false), cmpOr(ev.OrderID+ev.ReservationID, "-"))
+		cmp.Or(ev.Location, "-"), levels(ev.Change, true), levels(ev.Counters, false), cmp.Or(ev.OrderID+ev.ReservationID, "-"))
 	return err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 
@@ -95,7 +96,7 @@ var webhookHeader = []string{"ID", "URL", "DISABLED", "REASON", "DISABLED AT", "
 func webhookRows(ws ...sgclient.Webhook) [][]string {
 	rows := make([][]string, len(ws))
 	for i, w := range ws {
-		rows[i] = []string{w.ID, w.URL, strconv.FormatBool(w.Disabled), cmpOr(w.DisabledReason, "-"), timeText(w.DisabledAt), timeText(w.CreatedAt)}
+		rows[i] = []string{w.ID, w.URL, strconv.FormatBool(w.Disabled), cmp.Or(w.DisabledReason, "-"), timeText(w.DisabledAt), timeText(w.CreatedAt)}
 	}
 	return rows
 }
