@@ -46,6 +46,10 @@ test: ## Run every test with -race (real services when STOCKGUARD_TEST_* are set
 test-faults: ## Run the fault-injection tests (PostgreSQL, redis-server, etcd, ZooKeeper, Azurite, Patroni and nats-server needed; ~19-28 min); results in faults.out. Fails when none ran.
 	$(GO) test -tags faults $(FAULTS_FLAGS) ./faults -faults.out='$(FAULTS_OUT)' -faults.default-database='$(FAULTS_DEFAULT_DATABASE_URL)'
 
+.PHONY: test-kube
+test-kube: ## Apply deploy/k8s to a real Kubernetes control plane (etcd, and kube-apiserver, -controller-manager, -scheduler v1.37.2 that scripts/kube/build.sh builds once, 15-20 min on 2 cores, then finds) and check what it makes of the manifests and of broken copies.
+	dir="$$(bash scripts/kube/build.sh)" && STOCKGUARD_TEST_KUBE_BIN="$$dir" $(GO) test -race -count=1 -timeout 10m -v ./deploy/k8s/cluster
+
 .PHONY: compose-test
 compose-test: ## Run docker-compose.yml on a real Docker Engine (installed and started when missing, as root): the demo, Prometheus, nginx, then a round with a replica killed and Redis restarted; images no registry gives here are built from Debian packages (scripts/compose).
 	$(GO) test -tags compose -count=1 -timeout 80m -v ./scripts/compose
