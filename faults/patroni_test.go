@@ -262,8 +262,9 @@ func (c *cluster) failPrimary(load *loadRun, book *holdBook, kind string) (prima
 }
 
 // patroniStuckFor is how long a member may be neither running nor streaming
-// after a fault before it is reinitialized: rejoining takes 10 to 25s here.
-const patroniStuckFor = 90 * time.Second
+// after a fault before it is reinitialized: rejoining takes 10 to 27s here,
+// and one stuck for good cost CI a further 90s of waiting before.
+const patroniStuckFor = 60 * time.Second
 
 // waitPatroniHealthy waits, within ctx, until every member runs or streams,
 // one as the synchronous standby. A member still stuck after

@@ -282,7 +282,11 @@ func patroniConfig(p *Patroni, m *PatroniMember, binDir string) []byte {
 						"wal_log_hints":   "on", // pg_rewind needs it (or checksums)
 						"max_connections": 100,
 						"shared_buffers":  "32MB",
-						"wal_keep_size":   "64MB",
+						// A member that was stopped, rewound or switched away
+						// from finds the WAL it needs still there: under the
+						// fault suite's load 64MB went in minutes, and one CI
+						// run had a member stuck starting up as a standby.
+						"wal_keep_size": "512MB",
 					},
 				},
 			},
