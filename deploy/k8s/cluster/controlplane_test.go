@@ -145,6 +145,10 @@ func startControlPlane(t *testing.T) *controlPlane {
 		"--service-account-private-key-file="+pki.saKey,
 		"--root-ca-file="+pki.caCert,
 		"--use-service-account-credentials=false",
+		// The Node has no kubelet to renew its lease: it must not be counted
+		// lost (and tainted, so that nothing more is scheduled) while a slow
+		// machine is still running the scenarios.
+		"--node-monitor-grace-period=15m",
 		"--concurrent-deployment-syncs=10",
 		"--concurrent-replicaset-syncs=10",
 		"--profiling=false",
