@@ -124,10 +124,12 @@ func startControlPlane(t *testing.T) *controlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
+	begun := time.Now()
 	waitUntil(t, dir, time.Minute, "the API server ready", func(ctx context.Context) error {
 		_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
 	}, apiserver)
+	apiReady := time.Since(begun)
 	v, err := client.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +179,8 @@ leaderElection:
 		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", getOptions)
 		return err
 	}, apiserver, kcm, scheduler)
-	cp.procs = []*proc{apiserver, kcm, scheduler}
+	t.Logf("Kubernetes %s: the API server ready %s after its start, the controller manager at work %s after",
+		v.GitVersion, apiReady.Round(time.Millisecond), time.Since(begun).Round(time.Millisecond))
 	return cp
 }
 
