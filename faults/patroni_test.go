@@ -262,9 +262,11 @@ func (c *cluster) failPrimary(load *loadRun, book *holdBook, kind string) (prima
 }
 
 // patroniStuckFor is how long a member may be neither running nor streaming
-// after a fault before it is reinitialized: rejoining takes 10 to 27s here,
-// and one stuck for good cost CI a further 90s of waiting before.
-const patroniStuckFor = 60 * time.Second
+// after a fault before it is reinitialized: rejoining takes 10 to 35s here,
+// and once, after the second switchover on one cluster, 68s from the fault
+// (some 55s of this wait): a reinitialization under load costs two minutes
+// more, so the wait is not cut closer.
+const patroniStuckFor = 90 * time.Second
 
 // waitPatroniHealthy waits, within ctx, until every member runs or streams,
 // one as the synchronous standby. A member still stuck after
