@@ -47,13 +47,12 @@ var servers = []string{"kube-apiserver", "kube-controller-manager", "kube-schedu
 
 // controlPlane is a private Kubernetes control plane on loopback: an etcd, the
 // API server, the controller manager and the scheduler, each a process of its
-// own, with no node: Pods are created, scheduled or refused, never run.
+// own, with no kubelet: Pods are created, scheduled or refused, never run.
 type controlPlane struct {
 	dir    string
 	config *rest.Config // as the cluster's administrator (system:masters)
 	client kubernetes.Interface
 	mapper meta.RESTMapper
-	procs  []*proc // the servers, watched while the test waits
 }
 
 // kubeBinaries returns binEnv's folder, or ends the test: skipped with the
