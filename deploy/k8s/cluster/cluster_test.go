@@ -18,6 +18,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -236,6 +237,7 @@ func (cp *controlPlane) apply(ctx context.Context, ns string, m manifest, dryRun
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.file, err)
 	}
+	// A client of its own, to hear this answer's warnings alone.
 	w := &warnings{}
 	cfg := rest.CopyConfig(cp.config)
 	cfg.WarningHandler = w
@@ -259,11 +261,7 @@ func (cp *controlPlane) get(ctx context.Context, ns string, obj *unstructured.Un
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cp.config)
-	if err != nil {
-		return nil, err
-	}
-	return dyn.Resource(mapping.Resource).Namespace(ns).Get(ctx, obj.GetName(), getOptions)
+	return cp.dyn.Resource(mapping.Resource).Namespace(ns).Get(ctx, obj.GetName(), getOptions)
 }
 
 // createNode registers the cluster's one Node, ready, with room for every
@@ -704,12 +702,7 @@ func keys(sec *corev1.Secret) []string {
 	if sec == nil {
 		return nil
 	}
-	var ks []string
-	for k := range sec.Data {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
+	return slices.Sorted(maps.Keys(sec.Data))
 }
 
 // secretData returns a Secret manifest as the server stores it: stringData
@@ -742,7 +735,7 @@ func subset(path string, want, got any) []string {
 			return []string{fmt.Sprintf("%s: an object, got %s", path, short(got))}
 		}
 		var out []string
-		for _, k := range sortedKeys(w) {
+		for _, k := range slices.Sorted(maps.Keys(w)) {
 			out = append(out, subset(path+"."+k, w[k], g[k])...)
 		}
 		return out
@@ -772,15 +765,6 @@ func subset(path string, want, got any) []string {
 		}
 	}
 	return []string{fmt.Sprintf("%s: %s, got %s", path, wj, short(got))}
-}
-
-func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 func short(v any) string {
